@@ -1,0 +1,38 @@
+#include "app/cli/options.h"
+
+namespace specchat::cli {
+
+void add_common_options(CLI::App& cmd, CommonOptions& o) {
+  cmd.add_option("--model,-m", o.model, "target model GGUF (default: the bundled target)");
+  cmd.add_option("--draft,-d", o.draft,
+                 "draft model GGUF, 'bundled' (default) or 'none' for plain decoding");
+  cmd.add_option("--draft-k,-k", o.draft_k, "drafted tokens per step (0 = no drafting)")
+      ->check(CLI::Range(0, 64));
+  cmd.add_option("--temp,-t", o.temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  cmd.add_option("--top-k", o.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 20));
+  cmd.add_option("--top-p", o.top_p, "top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--seed,-s", o.seed, "sampling seed");
+  cmd.add_option("-n,--max-tokens", o.n, "tokens to generate")->check(CLI::Range(0, 1 << 20));
+  cmd.add_option("--ctx", o.n_ctx, "context length (0 = the model's)")->check(CLI::Range(0, 1 << 20));
+  auto* p = cmd.add_option("--prompt,-p", o.prompt, "raw prompt text (continued as is)");
+  auto* c = cmd.add_option("--chat,-c", o.chat, "user message, wrapped in the model's chat template");
+  p->excludes(c);
+  cmd.add_option("--system", o.system, "system prompt for --chat");
+  cmd.add_option("--stop", o.stop, "stop string (repeatable); not included in the output");
+  cmd.add_flag("--json", o.json, "print one JSON object at the end instead of streaming text");
+}
+
+GenerateRequest make_request(const CommonOptions& o, std::vector<int32_t> prompt, int draft_k) {
+  GenerateRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = o.n;
+  r.sampling.temperature = o.temp;
+  r.sampling.top_k = o.top_k;
+  r.sampling.top_p = o.top_p;
+  r.sampling.seed = o.seed;
+  r.spec.draft_k = draft_k;
+  r.stop_strings = o.stop;
+  return r;
+}
+
+}  // namespace specchat::cli

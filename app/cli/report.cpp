@@ -1,0 +1,51 @@
+#include "app/cli/report.h"
+
+#include <cstdio>
+
+namespace specchat::cli {
+
+nlohmann::json result_json(const GenerationResult& r, const std::vector<int32_t>& prompt, int draft_k,
+                           const std::string& mode) {
+  const GenerationStats& s = r.stats;
+  nlohmann::json j;
+  j["mode"] = mode;
+  j["draft_k"] = draft_k;
+  j["prompt_tokens"] = prompt;
+  j["n_prompt"] = s.n_prompt;
+  j["tokens"] = r.tokens;
+  j["drafted_flags"] = r.drafted;
+  j["text"] = r.text;
+  j["n_tokens"] = s.n_generated;
+  j["n_generated"] = s.n_generated;
+  j["finish_reason"] = finish_reason_name(r.finish);
+  j["tokens_per_s"] = s.tokens_per_s();
+  j["ttft_ms"] = s.ttft_ms;
+  j["tpot_ms"] = s.tpot_ms();
+  j["prefill_ms"] = s.prefill_ms;
+  j["decode_ms"] = s.decode_ms;
+  j["draft_ms"] = s.draft_ms;
+  j["verify_ms"] = s.verify_ms;
+  j["sample_ms"] = s.sample_ms;
+  j["drafted"] = s.n_drafted;
+  j["accepted"] = s.n_accepted;
+  j["n_drafted"] = s.n_drafted;
+  j["n_accepted"] = s.n_accepted;
+  j["n_steps"] = s.n_steps;
+  j["n_empty_drafts"] = s.n_empty_drafts;
+  j["acceptance_rate"] = s.acceptance_rate();
+  j["mean_accepted_length"] = s.mean_accepted_length();
+  j["accepted_hist"] = s.accepted_hist;
+  return j;
+}
+
+std::string stats_line(const GenerationStats& s, int draft_k) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "%d tokens, %.1f tokens/s, TTFT %.1f ms, TPOT %.2f ms, drafted %d, accepted %d, "
+                "α %.3f, τ %.2f (k = %d, %d steps)",
+                s.n_generated, s.tokens_per_s(), s.ttft_ms, s.tpot_ms(), s.n_drafted, s.n_accepted,
+                s.acceptance_rate(), s.mean_accepted_length(), draft_k, s.n_steps);
+  return buf;
+}
+
+}  // namespace specchat::cli

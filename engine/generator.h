@@ -1,0 +1,108 @@
+// Generator: prefill, the speculative decode loop, stop conditions, cancellation, streaming
+// and statistics. Baseline decoding is the same loop with no drafter (one code path, so
+// "speculative == baseline" is testable token for token; ARCHITECTURE.md §2).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace specchat {
+
+class LlamaModel;
+class Drafter;
+
+enum class FinishReason { length, eos, stop, cancelled, context_full };
+const char* finish_reason_name(FinishReason r);
+
+// Speculative configuration for issue 2's draft-model chain.
+struct SpecConfig {
+  int draft_k = 4;  // drafted tokens per step; 0 = baseline (no drafter)
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;          // [n_prompt] ids, BOS included when the model wants it
+  int max_tokens = 128;                 // N: at most this many tokens are generated (0 = none)
+  SamplingParams sampling;
+  SpecConfig spec;
+  std::vector<std::string> stop_strings;  // text that ends generation (not emitted)
+};
+
+// One emitted token, in order. `drafted` = proposed by the drafter and accepted by the target;
+// false = sampled by the target itself (the correction or bonus token). `step` counts target
+// verification steps from 0.
+struct TokenEvent {
+  int32_t id = 0;
+  bool drafted = false;
+  int step = 0;
+  std::string text;  // newly complete UTF-8 text this token releases (may be empty)
+};
+
+// Statistics of one generation (ARCHITECTURE.md §6). Times in milliseconds.
+struct GenerationStats {
+  int n_prompt = 0;
+  int n_generated = 0;        // tokens emitted == tokens.size()
+  int n_drafted = 0;          // draft tokens proposed to the target
+  int n_accepted = 0;         // drafted tokens accepted *and emitted*
+  int n_steps = 0;            // target verification (decode) forwards
+  int n_empty_drafts = 0;     // steps whose draft was empty
+  double prefill_ms = 0;      // prompt processing, both models
+  double ttft_ms = 0;         // request start -> first token available
+  double decode_ms = 0;       // first token -> last token (draft + verify + sample)
+  double draft_ms = 0, verify_ms = 0, sample_ms = 0;
+  std::vector<int> accepted_hist;  // [draft_k + 1]: steps by number of accepted drafts
+  double tokens_per_s() const;     // (n_generated - 1) / decode time; 0 when n_generated < 2
+  double tpot_ms() const;          // decode_ms / (n_generated - 1)
+  double acceptance_rate() const;  // α = n_accepted / n_drafted (0 when nothing drafted)
+  double mean_accepted_length() const;  // τ = n_generated-after-prefill / n_steps
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;      // [n_generated] ids emitted (stop string / EOS excluded)
+  std::vector<uint8_t> drafted;     // [n_generated] 1 = accepted draft token
+  std::string text;                 // UTF-8; an incomplete tail becomes U+FFFD (B17)
+  FinishReason finish = FinishReason::length;
+  GenerationStats stats;
+};
+
+// Called for each emitted token, in order, on the generating thread.
+using TokenCallback = std::function<void(const TokenEvent&)>;
+
+// Errors a request can raise before generating (typed for the CLI's --json and the UI).
+class GenerationError : public std::runtime_error {
+ public:
+  GenerationError(std::string kind, const std::string& m) : std::runtime_error(m), kind_(std::move(kind)) {}
+  const std::string& kind() const { return kind_; }  // "prompt_too_long", "empty_prompt", ...
+ private:
+  std::string kind_;
+};
+
+class Generator {
+ public:
+  // `target` must outlive the generator; `draft` may be null (baseline only). The draft's
+  // vocabulary must already have been checked (check_draft_vocab).
+  Generator(LlamaModel& target, LlamaModel* draft);
+  ~Generator();
+
+  // Runs one request. The KV caches keep the longest prefix shared with the previous request
+  // (multi-turn reuse). Throws GenerationError for an empty prompt or one that does not fit
+  // the context with room for one token. `cancel` may be null.
+  GenerationResult generate(const GenerateRequest& req, const TokenCallback& on_token = {},
+                            const std::atomic<bool>* cancel = nullptr);
+
+  LlamaModel& target() { return target_; }
+  LlamaModel* draft() { return draft_; }
+
+ private:
+  LlamaModel& target_;
+  LlamaModel* draft_;
+  struct State;
+  std::unique_ptr<State> st_;
+};
+
+}  // namespace specchat

@@ -1,0 +1,91 @@
+// A loaded llama-architecture model: config, vocabulary, f32 weights, KV cache and the CPU
+// forward over a batch of tokens with explicit positions and tree/causal masking.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/gguf.h"
+#include "engine/kv_cache.h"
+#include "engine/model_config.h"
+#include "engine/vocab.h"
+
+namespace specchat {
+
+// Thrown when a file parses as GGUF but is not a usable model (wrong architecture, tensor
+// missing or of the wrong shape). GgufError covers malformed files.
+class ModelError : public std::runtime_error {
+ public:
+  explicit ModelError(const std::string& m) : std::runtime_error(m) {}
+};
+
+// One forward's input. All arrays are [n_tokens].
+// Token i is written to KV slot kv_pos0 + i, has RoPE position pos[i], and attends to the
+// cache slots [0, kv_pos0) (the committed prefix) plus, inside the batch, to itself and its
+// ancestors following parent[] (parent[i] < i, or -1 for a node whose parent is the prefix's
+// last token). A chain has parent[i] = i - 1; a draft tree has arbitrary ancestor-closed links
+// (tree attention, SpecInfer §4 / Medusa §2.3).
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> pos;
+  std::vector<int32_t> parent;
+  int kv_pos0 = 0;
+  // Rows whose logits are returned, in this order (e.g. all rows when verifying a draft,
+  // only the last when prefilling).
+  std::vector<int32_t> out_rows;
+
+  // A causal chain of `toks` starting at position/slot `start`; returns logits for every row
+  // when `all_logits`, else only the last row.
+  static Batch chain(std::span<const int32_t> toks, int start, bool all_logits);
+};
+
+class LlamaModel {
+ public:
+  struct Options {
+    int n_ctx = 0;      // KV cache length in tokens; 0 = the model's n_ctx_train
+    int max_batch = 128;  // largest Batch the forward accepts (scratch is sized up front)
+    int n_threads = 0;  // BLAS / op threads; 0 = all cores
+  };
+
+  // Loads a GGUF file. F32, F16, BF16 and Q8_0 weights are converted to f32 in memory.
+  // Throws GgufError (malformed file, names the file), ModelError (not a llama model),
+  // VocabError (no usable vocabulary).
+  static std::unique_ptr<LlamaModel> load(const std::string& path, const Options& opt);
+  static std::unique_ptr<LlamaModel> load(const std::string& path) { return load(path, Options{}); }
+  ~LlamaModel();
+
+  const ModelConfig& config() const { return cfg_; }
+  const Vocab& vocab() const { return vocab_; }
+  const std::string& path() const { return path_; }
+  int n_ctx() const { return kv_.n_ctx(); }
+  int max_batch() const { return max_batch_; }
+  KvCache& kv() { return kv_; }
+  const KvCache& kv() const { return kv_; }
+
+  // Runs the batch, writes K/V rows into the cache at slots kv_pos0 .. kv_pos0 + n_tokens - 1
+  // and returns logits [out_rows.size(), n_vocab] (a view into scratch, valid until the next
+  // call). Throws std::invalid_argument when the batch does not fit (n_tokens > max_batch,
+  // slots past n_ctx, bad parent link, token id out of range).
+  std::span<const float> forward(const Batch& batch);
+
+  // Bytes held: weights (f32 in memory) and the KV cache.
+  size_t weight_bytes() const;
+  size_t kv_bytes() const { return kv_.bytes(); }
+
+ private:
+  LlamaModel() = default;
+  struct Weights;
+  struct Scratch;
+  ModelConfig cfg_;
+  Vocab vocab_;
+  std::string path_;
+  KvCache kv_;
+  int max_batch_ = 0;
+  std::unique_ptr<Weights> w_;
+  std::unique_ptr<Scratch> s_;
+};
+
+}  // namespace specchat

@@ -1,0 +1,81 @@
+#include "engine/model_pair.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace specchat {
+
+namespace fs = std::filesystem;
+
+std::string bundled_models_dir() {
+  if (const char* env = std::getenv("SPECCHAT_MODELS")) return env;
+#ifdef SPECCHAT_MODELS_DIR
+  if (fs::exists(fs::path(SPECCHAT_MODELS_DIR) / "specchat-target.gguf")) return SPECCHAT_MODELS_DIR;
+#endif
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path p = exe.parent_path().parent_path() / "share" / "specchat" / "models";
+    if (fs::exists(p)) return p.string();
+  }
+  return "resources/models";
+}
+
+std::string bundled_target_path() { return bundled_models_dir() + "/specchat-target.gguf"; }
+std::string bundled_draft_path() { return bundled_models_dir() + "/specchat-draft.gguf"; }
+
+ModelPair ModelPair::load(const PairOptions& opt) {
+  ModelPair mp;
+  const std::string tpath = opt.target_path.empty() ? bundled_target_path() : opt.target_path;
+  LlamaModel::Options mo;
+  mo.n_ctx = opt.n_ctx;
+  mp.target = LlamaModel::load(tpath, mo);
+  if (!opt.draft_path.empty()) {
+    try {
+      LlamaModel::Options dopt;
+      dopt.n_ctx = mp.target->n_ctx();
+      mp.draft = LlamaModel::load(opt.draft_path, dopt);
+    } catch (const GgufError& e) {
+      // Errors from the draft file name it, so the user knows which file is at fault (B19).
+      throw GgufError(e.kind(), "draft model " + opt.draft_path + ": " + e.what());
+    } catch (const ModelError& e) {
+      throw ModelError("draft model " + opt.draft_path + ": " + e.what());
+    } catch (const VocabError& e) {
+      throw VocabError("draft model " + opt.draft_path + ": " + e.what());
+    }
+    const VocabCheck vc = check_draft_vocab(mp.target->vocab(), mp.draft->vocab());
+    if (!vc.ok) {
+      throw VocabError("vocab_mismatch: draft model " + opt.draft_path +
+                       " cannot serve target " + tpath + ": " + vc.error);
+    }
+    mp.warnings = vc.warnings;
+  }
+  mp.tokenizer = std::make_unique<Tokenizer>(mp.target->vocab());
+  const std::string tmpl = mp.target->vocab().chat_template;
+  mp.template_name = "specchat";
+  for (const std::string& name : chat_template_names()) {
+    if (tmpl == name) mp.template_name = name;
+  }
+  return mp;
+}
+
+std::vector<int32_t> ModelPair::encode_prompt(const std::string& text) const {
+  std::vector<int32_t> ids;
+  const Vocab& v = target->vocab();
+  if (v.add_bos) ids.push_back(v.bos_id);
+  const std::vector<int32_t> body = tokenizer->encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  if (ids.empty()) {
+    throw GenerationError("empty_prompt",
+                          "the prompt tokenizes to zero tokens and the model adds no BOS");
+  }
+  return ids;
+}
+
+std::vector<int32_t> ModelPair::encode_chat(const std::vector<ChatMessage>& messages) const {
+  return encode_prompt(render_chat(template_name, messages, true));
+}
+
+}  // namespace specchat

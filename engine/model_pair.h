@@ -1,0 +1,46 @@
+// Loading a target (and optional draft) with their shared tokenizer: what the CLI and the app
+// both do before generating.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/generator.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+
+namespace specchat {
+
+struct PairOptions {
+  std::string target_path;     // empty = bundled target
+  std::string draft_path;      // empty = no draft model
+  int n_ctx = 0;               // 0 = target's n_ctx_train
+};
+
+// A loaded pair. Throws GgufError / ModelError / VocabError; errors about the draft say so
+// ("draft model <path>: ..."); a refused vocabulary throws VocabError with the reason.
+struct ModelPair {
+  std::unique_ptr<LlamaModel> target;
+  std::unique_ptr<LlamaModel> draft;   // null when no draft
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<std::string> warnings;   // accepted vocabulary differences (B06)
+  std::string template_name;           // from the target's tokenizer.chat_template, or "specchat"
+
+  static ModelPair load(const PairOptions& opt);
+
+  // BOS (when the vocab wants it) + encode(text). Throws GenerationError("empty_prompt") when
+  // the result has no tokens.
+  std::vector<int32_t> encode_prompt(const std::string& text) const;
+  // BOS + encode(render_chat(template_name, messages, true)).
+  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const;
+};
+
+// Where the bundled models live: $SPECCHAT_MODELS, else the source tree's resources/models
+// (development builds), else <exe dir>/../share/specchat/models.
+std::string bundled_models_dir();
+std::string bundled_target_path();
+std::string bundled_draft_path();
+
+}  // namespace specchat

@@ -1,0 +1,127 @@
+#include "kernels/cpu/ops.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
+namespace specchat::cpu {
+
+void set_num_threads(int n) {
+  if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  openblas_set_num_threads(n);
+}
+
+void matmul(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out) {
+  if (n_tokens == 1) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, n_out, n_in, 1.0f, w, n_in, x, 1, 0.0f, y, 1);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_tokens, n_out, n_in, 1.0f, x, n_in,
+                w, n_in, 0.0f, y, n_out);
+  }
+}
+
+void rmsnorm(const float* x, const float* weight, float* out, int n_tokens, int d, float eps) {
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* xr = x + static_cast<int64_t>(t) * d;
+    float* o = out + static_cast<int64_t>(t) * d;
+    double ss = 0;
+    for (int i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
+    for (int i = 0; i < d; ++i) o[i] = xr[i] * scale * weight[i];
+  }
+}
+
+void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, float theta) {
+  const int half = head_dim / 2;
+  std::vector<float> cs(half), sn(half);
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int i = 0; i < half; ++i) {
+      // Angle computed in double, as the training framework's table, then rounded.
+      const double inv = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+      const double ang = static_cast<double>(pos[t]) * inv;
+      cs[i] = static_cast<float>(std::cos(ang));
+      sn[i] = static_cast<float>(std::sin(ang));
+    }
+    for (int h = 0; h < n_head; ++h) {
+      float* v = x + (static_cast<int64_t>(t) * n_head + h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const float a = v[2 * i], b = v[2 * i + 1];
+        v[2 * i] = a * cs[i] - b * sn[i];
+        v[2 * i + 1] = a * sn[i] + b * cs[i];
+      }
+    }
+  }
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void add_inplace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void softmax_rows(float* x, int n_rows, int n) {
+  for (int r = 0; r < n_rows; ++r) {
+    float* row = x + static_cast<int64_t>(r) * n;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int i = 0; i < n; ++i) mx = std::max(mx, row[i]);
+    double sum = 0;
+    for (int i = 0; i < n; ++i) {
+      row[i] = std::exp(row[i] - mx);
+      sum += row[i];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int i = 0; i < n; ++i) row[i] *= inv;
+  }
+}
+
+void attention(const AttentionArgs& a) {
+  const int group = a.n_head / a.n_head_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+  const int n_keys = a.kv_pos0 + a.n_tokens;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < a.n_tokens; ++i) {
+    const uint8_t* vis = a.visible + static_cast<int64_t>(i) * a.n_tokens;
+    for (int h = 0; h < a.n_head; ++h) {
+      const int hk = h / group;
+      const float* q = a.q + (static_cast<int64_t>(i) * a.n_head + h) * a.head_dim;
+      float* s = a.scratch;
+      float mx = neg_inf;
+      for (int j = 0; j < n_keys; ++j) {
+        if (j >= a.kv_pos0 && !vis[j - a.kv_pos0]) {
+          s[j] = neg_inf;
+          continue;
+        }
+        const float* k = a.k_cache + j * a.kv_stride + static_cast<int64_t>(hk) * a.head_dim;
+        float dot = 0;
+        for (int d = 0; d < a.head_dim; ++d) dot += q[d] * k[d];
+        s[j] = dot * scale;
+        mx = std::max(mx, s[j]);
+      }
+      double sum = 0;
+      for (int j = 0; j < n_keys; ++j) {
+        s[j] = (s[j] == neg_inf) ? 0.0f : std::exp(s[j] - mx);
+        sum += s[j];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      float* o = a.out + (static_cast<int64_t>(i) * a.n_head + h) * a.head_dim;
+      std::fill(o, o + a.head_dim, 0.0f);
+      for (int j = 0; j < n_keys; ++j) {
+        if (s[j] == 0.0f) continue;
+        const float p = s[j] * inv;
+        const float* v = a.v_cache + j * a.kv_stride + static_cast<int64_t>(hk) * a.head_dim;
+        for (int d = 0; d < a.head_dim; ++d) o[d] += p * v[d];
+      }
+    }
+  }
+}
+
+}  // namespace specchat::cpu

@@ -1,0 +1,53 @@
+// CPU ops: the reference implementations and the CPU backend's kernels. Each op knows nothing
+// of the model graph. The CUDA twins in kernels/cuda/ keep these signatures (STYLE.md §3).
+// All tensors are row-major f32; shapes are given outermost first.
+#pragma once
+
+#include <cstdint>
+
+namespace specchat::cpu {
+
+// Sets the number of threads BLAS may use (one pool for the engine; TRAINING-NOTES "thread
+// pools fight"). n <= 0 means all cores.
+void set_num_threads(int n);
+
+// y[n_tokens, n_out] = x[n_tokens, n_in] · W^T, with W [n_out, n_in] (GGUF/PyTorch layout).
+// OpenBLAS sgemm (sgemv for one row).
+void matmul(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out);
+
+// out[n_tokens, d] = x / sqrt(mean(x^2) + eps) * weight[d]   (RMSNorm, Zhang & Sennrich 2019)
+void rmsnorm(const float* x, const float* weight, float* out, int n_tokens, int d, float eps);
+
+// In-place rotary embedding on x [n_tokens, n_head, head_dim], pairing adjacent dimensions
+// (2i, 2i+1) as llama's GGUF convention (RoFormer, Su et al. 2021, eq. 34); pos [n_tokens].
+void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, float theta);
+
+// out[n, d_ff] = silu(gate) * up, with gate/up [n, d_ff] (SwiGLU, Shazeer 2020).
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+// x[n] += y[n]
+void add_inplace(float* x, const float* y, int64_t n);
+
+// Attention of a batch of query tokens over a KV cache with a prefix and tree mask.
+// q [n_tokens, n_head, head_dim]; k_cache/v_cache: row s at k_cache + s * kv_stride, each row
+// [n_head_kv, head_dim]; batch token i sits in slot kv_pos0 + i. Token i attends to slots
+// [0, kv_pos0) and to the batch slots of its ancestors and itself: visible[i * n_tokens + j]
+// != 0 when batch token j is visible to i. out [n_tokens, n_head, head_dim].
+// GQA: query head h reads kv head h / (n_head / n_head_kv).
+struct AttentionArgs {
+  const float* q;
+  const float* k_cache;
+  const float* v_cache;
+  int64_t kv_stride;     // floats between consecutive slots
+  int kv_pos0;
+  int n_tokens, n_head, n_head_kv, head_dim;
+  const uint8_t* visible;  // [n_tokens, n_tokens]
+  float* out;
+  float* scratch;        // [n_tokens * (kv_pos0 + n_tokens)] score buffer
+};
+void attention(const AttentionArgs& a);
+
+// In-place softmax over rows of x [n_rows, n].
+void softmax_rows(float* x, int n_rows, int n);
+
+}  // namespace specchat::cpu

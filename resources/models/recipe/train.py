@@ -1,0 +1,148 @@
+"""Step 2: train the target on data, or distil the draft from the target. Resumable.
+
+usage: train.py target|draft [--minutes M] [--threads N]
+
+Checkpoints go to work/<role>.pt every few minutes (model, optimiser, step, RNG state); a
+restart continues from the last one. The learning-rate schedule is a cosine sized to the
+role's step budget, so an interrupted run resumes on the same curve. Logs: logs/<role>.log.
+"""
+import argparse
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from common import WORK, LOGS, ensure_dirs
+from model import Llama, TARGET, DRAFT
+
+PLANS = {
+    # tokens per step = batch * ctx; steps sized to the CPU budget in TRAINING-NOTES
+    "target": dict(batch=8, ctx=256, steps=1000, lr=1.5e-3, warmup=50, wd=0.1),
+    "draft": dict(batch=8, ctx=256, steps=700, lr=3e-3, warmup=40, wd=0.05, alpha=0.8),
+}
+
+
+def log(role, msg):
+    line = time.strftime("%H:%M:%S ") + msg
+    print(line, flush=True)
+    with open(os.path.join(LOGS, f"{role}.log"), "a") as f:
+        f.write(line + "\n")
+
+
+def lr_at(plan, step):
+    if step < plan["warmup"]:
+        return plan["lr"] * (step + 1) / plan["warmup"]
+    t = (step - plan["warmup"]) / max(1, plan["steps"] - plan["warmup"])
+    return plan["lr"] * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
+
+
+def batches(data, batch, ctx, gen):
+    while True:
+        ix = torch.randint(len(data) - ctx - 1, (batch,), generator=gen)
+        x = torch.stack([torch.from_numpy(data[i:i + ctx].astype(np.int64)) for i in ix])
+        y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + ctx].astype(np.int64)) for i in ix])
+        yield x, y
+
+
+@torch.no_grad()
+def evaluate(model, data, ctx=256, n=24):
+    model.eval()
+    gen = torch.Generator().manual_seed(7)
+    losses = []
+    it = batches(data, 8, ctx, gen)
+    for _ in range(n // 8):
+        x, y = next(it)
+        losses.append(F.cross_entropy(model(x).flatten(0, 1), y.flatten()).item())
+    model.train()
+    return sum(losses) / len(losses)
+
+
+def load_target():
+    t = Llama(TARGET)
+    t.load_state_dict(torch.load(os.path.join(WORK, "target.pt"))["model"])
+    t.eval()
+    return t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("role", choices=["target", "draft"])
+    ap.add_argument("--minutes", type=float, default=1e9, help="stop (resumably) after this long")
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    ensure_dirs()
+    plan = PLANS[a.role]
+    model = Llama(TARGET if a.role == "target" else DRAFT)
+    opt = torch.optim.AdamW(model.parameters(), lr=plan["lr"], betas=(0.9, 0.95),
+                            weight_decay=plan["wd"])
+    ckpt_path = os.path.join(WORK, f"{a.role}.pt")
+    step, gen = 0, torch.Generator().manual_seed(42 if a.role == "target" else 43)
+    if os.path.exists(ckpt_path):
+        ck = torch.load(ckpt_path)
+        model.load_state_dict(ck["model"])
+        if "opt" in ck:
+            opt.load_state_dict(ck["opt"])
+        step = ck["step"]
+        gen.set_state(ck["gen"])
+        log(a.role, f"resumed at step {step}")
+    if step >= plan["steps"]:
+        log(a.role, "already done")
+        return
+    teacher = load_target() if a.role == "draft" else None
+    data = np.memmap(os.path.join(WORK, "train.bin"), dtype=np.uint16, mode="r")
+    held = {k: np.memmap(os.path.join(WORK, f"heldout_{k}.bin"), dtype=np.uint16, mode="r")
+            for k in ("stories", "chat")}
+    log(a.role, f"params {model.n_params()} (non-embedding {model.n_params(True)}), "
+        f"train tokens {len(data)}, plan {json.dumps(plan)}")
+    it = batches(data, plan["batch"], plan["ctx"], gen)
+    t0, last_save, tokens = time.time(), time.time(), 0
+
+    def save():
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                    "gen": gen.get_state(), "config": model.c.to_dict()}, ckpt_path + ".tmp")
+        os.replace(ckpt_path + ".tmp", ckpt_path)
+
+    while step < plan["steps"]:
+        for g in opt.param_groups:
+            g["lr"] = lr_at(plan, step)
+        x, y = next(it)
+        logits = model(x)
+        ce = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+        if teacher is not None:
+            with torch.no_grad():
+                tp = F.softmax(teacher(x), -1)
+            kl = F.kl_div(F.log_softmax(logits, -1), tp, reduction="batchmean") / x.shape[1]
+            loss = plan["alpha"] * kl + (1 - plan["alpha"]) * ce
+        else:
+            loss = ce
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        tokens += x.numel()
+        if step % 20 == 0:
+            el = time.time() - t0
+            log(a.role, f"step {step}/{plan['steps']} loss {loss.item():.4f} ce {ce.item():.4f} "
+                f"lr {lr_at(plan, step):.2e} {tokens / el:.0f} tok/s")
+        if time.time() - last_save > 180 or step == plan["steps"]:
+            save()
+            last_save = time.time()
+        if time.time() - t0 > a.minutes * 60:
+            save()
+            log(a.role, f"stopping at step {step} (time budget)")
+            return
+    ev = {k: evaluate(model, d) for k, d in held.items()}
+    log(a.role, "heldout " + json.dumps({k: {"loss": round(v, 4), "ppl": round(math.exp(v), 2)}
+                                         for k, v in ev.items()}))
+    json.dump(ev, open(os.path.join(LOGS, f"{a.role}_heldout.json"), "w"))
+    save()
+
+
+if __name__ == "__main__":
+    main()

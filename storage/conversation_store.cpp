@@ -1,0 +1,537 @@
+// SQLite conversation store (see conversation_store.h). Each SQL statement is a named constant
+// used by one small function; every write is one BEGIN IMMEDIATE transaction.
+#include "storage/conversation_store.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "storage/migrations.h"
+#include "storage/sql.h"
+
+namespace specchat {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- connection setup -------------------------------------------------------------------------
+
+// Writers wait this long for each other's write lock before failing with kind "busy".
+constexpr int kBusyTimeoutMs = 5000;
+
+// WAL: readers never block the writer nor see a half-written transaction. synchronous=FULL
+// fsyncs the WAL at each commit so a committed message survives power loss too, not only a
+// crash of the process; chat writes are a few per reply, so the cost does not show.
+constexpr const char* kPragmaWal = "PRAGMA journal_mode = WAL";
+constexpr const char* kPragmaForeignKeys = "PRAGMA foreign_keys = ON";
+constexpr const char* kPragmaSynchronous = "PRAGMA synchronous = FULL";
+constexpr const char* kQuickCheck = "PRAGMA quick_check";
+
+bool is_corruption(int rc) {
+  const int primary = rc & 0xff;
+  return primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT;
+}
+
+sqlite3* open_connection(const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string msg = "cannot open database " + path + ": " +
+                            (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close_v2(db);
+    throw StorageError(sql::error_kind(rc), msg);
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  return db;
+}
+
+// Runs PRAGMA quick_check. Returns an empty string when the file is sound, otherwise what is
+// wrong with it. Errors other than corruption (I/O, busy) throw StorageError: they say nothing
+// about the file's content and must not get it moved aside.
+std::string find_corruption(sqlite3* db) {
+  sqlite3_stmt* st = nullptr;
+  int rc = sqlite3_prepare_v2(db, kQuickCheck, -1, &st, nullptr);
+  std::string problems;
+  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) break;
+    const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    const std::string line = t ? t : "";
+    if (line != "ok" && problems.size() < 500) problems += (problems.empty() ? "" : "; ") + line;
+  }
+  sqlite3_finalize(st);
+  if (is_corruption(rc)) return problems + (problems.empty() ? "" : "; ") + sqlite3_errstr(rc);
+  if (rc != SQLITE_DONE) sql::fail(db, rc, kQuickCheck);
+  return problems;
+}
+
+// Renames `from` to `to` when `from` exists. Throws StorageError "io" on failure.
+void move_if_exists(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  if (!fs::exists(from, ec)) return;
+  fs::rename(from, to, ec);
+  if (ec)
+    throw StorageError("io", "cannot move corrupt database file " + from + " aside to " + to +
+                                 ": " + ec.message());
+}
+
+// Moves a corrupt database and its journals aside; returns the new name of the main file.
+// The -shm file is only an index of the -wal and is rebuilt, so it is removed.
+std::string move_corrupt_aside(const std::string& path) {
+  const std::string base = path + ".corrupt-" + std::to_string(sql::now_ms());
+  std::string aside = base;
+  std::error_code ec;
+  for (int n = 2; fs::exists(aside, ec); ++n) aside = base + "-" + std::to_string(n);
+  move_if_exists(path, aside);
+  move_if_exists(path + "-wal", aside + "-wal");
+  move_if_exists(path + "-journal", aside + "-journal");
+  fs::remove(path + "-shm", ec);
+  return aside;
+}
+
+// Closing the last connection would checkpoint the -wal into the main file and delete it, even
+// for a file that is not a database: keep both byte for byte for the copy moved aside.
+void keep_files_on_close(sqlite3* db) {
+  sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  int persist = 1;
+  sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+}
+
+bool is_file_path(const std::string& path) { return !path.empty() && path != ":memory:"; }
+
+// Opens `path`, recovering from a corrupt file, checks the schema and migrates it. On return
+// `db` is a ready connection; on a throw the caller closes whatever `db` holds.
+void open_database(const std::string& path, sqlite3*& db, StoreOpenInfo& info) {
+  db = open_connection(path);
+  if (std::string problem = find_corruption(db); !problem.empty()) {
+    if (!is_file_path(path))
+      throw StorageError("io", "in-memory database failed its check: " + problem);
+    keep_files_on_close(db);
+    sqlite3_close_v2(db);
+    db = nullptr;
+    info.recovered_from_corrupt = true;
+    info.moved_aside_to = move_corrupt_aside(path);
+    db = open_connection(path);
+    if (problem = find_corruption(db); !problem.empty())
+      throw StorageError("io", "fresh database " + path + " is unusable: " + problem);
+  }
+  migrations::check_compatible(db, path);
+  sql::exec(db, kPragmaWal, kPragmaWal);  // ":memory:" stays in "memory" mode, which is fine
+  sql::exec(db, kPragmaForeignKeys, kPragmaForeignKeys);
+  sql::exec(db, kPragmaSynchronous, kPragmaSynchronous);
+  migrations::migrate(db, path);
+}
+
+// ---- token ids and stats encoding ---------------------------------------------------------
+
+// token_ids BLOB: pair-aligned ids, each int32 little-endian (explicit bytes, so the file reads
+// the same on any host).
+std::vector<uint8_t> encode_ids(const std::vector<int32_t>& padded) {
+  std::vector<uint8_t> out;
+  out.reserve(padded.size() * 4);
+  for (int32_t id : padded) {
+    const auto u = static_cast<uint32_t>(id);
+    for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(u >> (8 * b)));
+  }
+  return out;
+}
+
+std::vector<int32_t> decode_ids(const std::vector<uint8_t>& blob) {
+  std::vector<int32_t> out(blob.size() / 4);
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint32_t u = 0;
+    for (int b = 0; b < 4; ++b) u |= static_cast<uint32_t>(blob[4 * i + b]) << (8 * b);
+    out[i] = static_cast<int32_t>(u);
+  }
+  return out;
+}
+
+nlohmann::json stats_to_json(const MessageStats& s) {
+  // Non-finite rates (a zero-length generation) would become JSON null; store 0 instead.
+  auto num = [](double v) { return std::isfinite(v) ? v : 0.0; };
+  return {{"mode", s.mode},
+          {"n_tokens", s.n_tokens},
+          {"tokens_per_s", num(s.tokens_per_s)},
+          {"ttft_ms", num(s.ttft_ms)},
+          {"acceptance_rate", num(s.acceptance_rate)},
+          {"mean_accepted_length", num(s.mean_accepted_length)},
+          {"n_drafted", s.n_drafted},
+          {"n_accepted", s.n_accepted}};
+}
+
+// Stats are informational: a missing or malformed field reads as its default rather than making
+// the conversation unreadable.
+MessageStats stats_from_json(const std::string& text) {
+  MessageStats s;
+  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return s;
+  auto num = [&](const char* k, double def) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_number() ? it->get<double>() : def;
+  };
+  if (auto it = j.find("mode"); it != j.end() && it->is_string()) s.mode = it->get<std::string>();
+  s.n_tokens = static_cast<int>(num("n_tokens", 0));
+  s.tokens_per_s = num("tokens_per_s", 0);
+  s.ttft_ms = num("ttft_ms", 0);
+  s.acceptance_rate = num("acceptance_rate", 0);
+  s.mean_accepted_length = num("mean_accepted_length", 0);
+  s.n_drafted = static_cast<int>(num("n_drafted", 0));
+  s.n_accepted = static_cast<int>(num("n_accepted", 0));
+  return s;
+}
+
+// ---- conversations ------------------------------------------------------------------------
+
+constexpr const char* kInsertConversation =
+    "INSERT INTO conversations (title, system_prompt, created_ms, updated_ms) "
+    "VALUES (?1, ?2, ?3, ?3)";
+constexpr const char* kRenameConversation = "UPDATE conversations SET title = ?2 WHERE id = ?1";
+constexpr const char* kSetSystemPrompt =
+    "UPDATE conversations SET system_prompt = ?2 WHERE id = ?1";
+// max(): updated_ms never goes backwards when the wall clock does.
+constexpr const char* kTouchConversation =
+    "UPDATE conversations SET updated_ms = max(updated_ms, ?2) WHERE id = ?1";
+constexpr const char* kDeleteConversation = "DELETE FROM conversations WHERE id = ?1";
+constexpr const char* kListConversations =
+    "SELECT id, title, system_prompt, created_ms, updated_ms FROM conversations "
+    "ORDER BY updated_ms DESC, id DESC";
+constexpr const char* kSelectConversation =
+    "SELECT id, title, system_prompt, created_ms, updated_ms FROM conversations WHERE id = ?1";
+
+Conversation read_conversation(const sql::Stmt& st) {
+  Conversation c;
+  c.id = st.int64(0);
+  c.title = st.text(1);
+  c.system_prompt = st.text(2);
+  c.created_ms = st.int64(3);
+  c.updated_ms = st.int64(4);
+  return c;
+}
+
+int64_t insert_conversation(sqlite3* db, const std::string& title, const std::string& prompt) {
+  sql::Stmt st(db, kInsertConversation, "insert conversation");
+  st.bind(1, title).bind(2, prompt).bind(3, sql::now_ms()).run();
+  return sqlite3_last_insert_rowid(db);
+}
+
+// Runs an UPDATE of one conversation column; throws "not_found" when no row matched.
+void update_conversation_text(sqlite3* db, const char* query, const char* what, int64_t id,
+                              const std::string& value) {
+  sql::Stmt st(db, query, what);
+  st.bind(1, id).bind(2, value).run();
+  if (sql::changes(db) == 0)
+    throw StorageError("not_found", std::string(what) + ": no conversation " + std::to_string(id));
+}
+
+// Sets updated_ms to now; returns false when the conversation does not exist.
+bool touch_conversation(sqlite3* db, int64_t id) {
+  sql::Stmt st(db, kTouchConversation, "touch conversation");
+  st.bind(1, id).bind(2, sql::now_ms()).run();
+  return sql::changes(db) > 0;
+}
+
+void delete_conversation_row(sqlite3* db, int64_t id) {
+  sql::Stmt st(db, kDeleteConversation, "delete conversation");
+  st.bind(1, id).run();
+}
+
+// ---- messages -----------------------------------------------------------------------------
+
+constexpr const char* kInsertMessage =
+    "INSERT INTO messages (conversation_id, role, text, token_ids, raw_len, latent_len, n_tokens, "
+    "drafted, tokenizer_hash, template_name, stats_json, created_ms, active) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+#define SPECCHAT_MESSAGE_COLUMNS                                                          \
+  "SELECT id, conversation_id, role, text, token_ids, raw_len, latent_len, n_tokens, drafted, " \
+  "tokenizer_hash, template_name, stats_json, created_ms, active FROM messages "
+constexpr const char* kSelectActiveMessages =
+    SPECCHAT_MESSAGE_COLUMNS "WHERE conversation_id = ?1 AND active = 1 ORDER BY id";
+constexpr const char* kSelectAllMessages =
+    SPECCHAT_MESSAGE_COLUMNS "WHERE conversation_id = ?1 ORDER BY id";
+#undef SPECCHAT_MESSAGE_COLUMNS
+constexpr const char* kSelectMessageConversation =
+    "SELECT conversation_id FROM messages WHERE id = ?1";
+constexpr const char* kSetMessageActive = "UPDATE messages SET active = ?2 WHERE id = ?1";
+constexpr const char* kDeactivateFrom =
+    "UPDATE messages SET active = 0 WHERE conversation_id = ?1 AND id >= ?2 AND active = 1";
+constexpr const char* kDeleteMessage = "DELETE FROM messages WHERE id = ?1";
+
+void validate_message(const Message& m) {
+  if (m.role != "system" && m.role != "user" && m.role != "assistant")
+    throw StorageError("invalid", "message role '" + m.role + "' is not system, user or assistant");
+  if (!m.drafted.empty() && m.drafted.size() != m.token_ids.size())
+    throw StorageError("invalid", "drafted has " + std::to_string(m.drafted.size()) +
+                                      " entries for " + std::to_string(m.token_ids.size()) +
+                                      " tokens (must be one per token, or none)");
+}
+
+// Inserts one message row (validation first). Returns the new id.
+int64_t insert_message(sqlite3* db, const Message& m) {
+  validate_message(m);
+  std::vector<int32_t> padded;
+  try {
+    padded = pair_align(m.token_ids);
+  } catch (const std::invalid_argument& e) {
+    throw StorageError("invalid", std::string("token ids: ") + e.what());
+  }
+  const auto raw_len = static_cast<int64_t>(m.token_ids.size());
+  const auto latent_len = static_cast<int64_t>(padded.size() / 2);
+  sql::Stmt st(db, kInsertMessage, "insert message");
+  st.bind(1, m.conversation_id).bind(2, m.role).bind(3, m.text);
+  st.bind_blob(4, encode_ids(padded)).bind(5, raw_len).bind(6, latent_len);
+  st.bind(7, static_cast<int64_t>(m.stats.n_tokens)).bind_blob(8, m.drafted);
+  st.bind(9, static_cast<int64_t>(m.tokenizer_hash)).bind(10, m.template_name);  // bit-for-bit
+  st.bind(11, stats_to_json(m.stats).dump()).bind(12, m.created_ms ? m.created_ms : sql::now_ms());
+  st.bind(13, int64_t{m.active ? 1 : 0}).run();
+  return sqlite3_last_insert_rowid(db);
+}
+
+// Reads one row of kSelect*Messages. Throws StorageError "corrupt" when the token blob breaks
+// the invariants it was written with (tampered file): silently dropping ids would bring back
+// re-tokenization drift.
+Message read_message(const sql::Stmt& st) {
+  Message m;
+  m.id = st.int64(0);
+  m.conversation_id = st.int64(1);
+  m.role = st.text(2);
+  m.text = st.text(3);
+  const std::vector<uint8_t> blob = st.blob(4);
+  const int64_t raw_len = st.int64(5), latent_len = st.int64(6);
+  try {
+    if (blob.size() % 8 != 0 || static_cast<int64_t>(blob.size()) != 8 * latent_len)
+      throw std::invalid_argument("blob is not latent_len pairs of int32");
+    m.token_ids = pair_unalign(decode_ids(blob));
+    if (static_cast<int64_t>(m.token_ids.size()) != raw_len)
+      throw std::invalid_argument("raw_len does not match the ids");
+  } catch (const std::invalid_argument& e) {
+    throw StorageError("corrupt", "message " + std::to_string(m.id) + " token_ids: " + e.what());
+  }
+  m.drafted = st.blob(8);
+  m.tokenizer_hash = static_cast<uint64_t>(st.int64(9));
+  m.template_name = st.text(10);
+  if (!st.is_null(11)) m.stats = stats_from_json(st.text(11));
+  m.stats.n_tokens = static_cast<int>(st.int64(7));
+  m.created_ms = st.int64(12);
+  m.active = st.int64(13) != 0;
+  return m;
+}
+
+std::vector<Message> select_messages(sqlite3* db, const char* query, int64_t conversation_id) {
+  sql::Stmt st(db, query, "select messages");
+  st.bind(1, conversation_id);
+  std::vector<Message> out;
+  while (st.step()) out.push_back(read_message(st));
+  return out;
+}
+
+std::optional<int64_t> message_conversation(sqlite3* db, int64_t message_id) {
+  sql::Stmt st(db, kSelectMessageConversation, "select message conversation");
+  st.bind(1, message_id);
+  if (!st.step()) return std::nullopt;
+  return st.int64(0);
+}
+
+void set_message_active_row(sqlite3* db, int64_t message_id, bool active) {
+  sql::Stmt st(db, kSetMessageActive, "set message active");
+  st.bind(1, message_id).bind(2, int64_t{active ? 1 : 0}).run();
+}
+
+void deactivate_from(sqlite3* db, int64_t conversation_id, int64_t first_message_id) {
+  sql::Stmt st(db, kDeactivateFrom, "deactivate branch");
+  st.bind(1, conversation_id).bind(2, first_message_id).run();
+}
+
+void delete_message_row(sqlite3* db, int64_t message_id) {
+  sql::Stmt st(db, kDeleteMessage, "delete message");
+  st.bind(1, message_id).run();
+}
+
+[[noreturn]] void throw_no_conversation(int64_t id) {
+  throw StorageError("not_found", "no conversation " + std::to_string(id));
+}
+
+[[noreturn]] void throw_no_message(int64_t id) {
+  throw StorageError("not_found", "no message " + std::to_string(id));
+}
+
+}  // namespace
+
+// ---- pair alignment -----------------------------------------------------------------------
+
+std::vector<int32_t> pair_align(const std::vector<int32_t>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0)
+      throw std::invalid_argument("token id " + std::to_string(ids[i]) + " at " +
+                                  std::to_string(i) + " is negative");
+  std::vector<int32_t> out;
+  out.reserve(ids.size() + 1);
+  out.assign(ids.begin(), ids.end());
+  if (out.size() % 2 != 0) out.push_back(kPairPad);
+  return out;
+}
+
+std::vector<int32_t> pair_unalign(const std::vector<int32_t>& padded) {
+  if (padded.size() % 2 != 0)
+    throw std::invalid_argument("padded length " + std::to_string(padded.size()) + " is odd");
+  std::vector<int32_t> out = padded;
+  if (!out.empty() && out.back() == kPairPad) out.pop_back();
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i] < 0)
+      throw std::invalid_argument("value " + std::to_string(out[i]) + " at " + std::to_string(i) +
+                                  " is negative and not the final pad");
+  return out;
+}
+
+// ---- ConversationStore --------------------------------------------------------------------
+
+ConversationStore::ConversationStore(const std::string& path) : path_(path) {
+  try {
+    open_database(path_, db_, info_);
+  } catch (...) {
+    sqlite3_close_v2(db_);  // the destructor does not run when a constructor throws
+    db_ = nullptr;
+    throw;
+  }
+}
+
+ConversationStore::~ConversationStore() { sqlite3_close_v2(db_); }
+
+int ConversationStore::schema_version() { return migrations::latest_version(); }
+
+int64_t ConversationStore::create_conversation(const std::string& title,
+                                               const std::string& system_prompt) {
+  sql::Transaction tx(db_);
+  const int64_t id = insert_conversation(db_, title, system_prompt);
+  tx.commit();
+  return id;
+}
+
+void ConversationStore::rename_conversation(int64_t id, const std::string& title) {
+  sql::Transaction tx(db_);
+  update_conversation_text(db_, kRenameConversation, "rename conversation", id, title);
+  tx.commit();
+}
+
+void ConversationStore::set_system_prompt(int64_t id, const std::string& system_prompt) {
+  sql::Transaction tx(db_);
+  update_conversation_text(db_, kSetSystemPrompt, "set system prompt", id, system_prompt);
+  tx.commit();
+}
+
+void ConversationStore::delete_conversation(int64_t id) {
+  sql::Transaction tx(db_);
+  delete_conversation_row(db_, id);
+  tx.commit();
+}
+
+std::vector<Conversation> ConversationStore::list_conversations() const {
+  sql::Stmt st(db_, kListConversations, "list conversations");
+  std::vector<Conversation> out;
+  while (st.step()) out.push_back(read_conversation(st));
+  return out;
+}
+
+std::optional<Conversation> ConversationStore::conversation(int64_t id) const {
+  sql::Stmt st(db_, kSelectConversation, "select conversation");
+  st.bind(1, id);
+  if (!st.step()) return std::nullopt;
+  return read_conversation(st);
+}
+
+int64_t ConversationStore::add_message(const Message& m) {
+  sql::Transaction tx(db_);
+  if (!touch_conversation(db_, m.conversation_id)) throw_no_conversation(m.conversation_id);
+  const int64_t id = insert_message(db_, m);
+  tx.commit();
+  return id;
+}
+
+int64_t ConversationStore::add_message_replacing(int64_t replaced_id, const Message& m) {
+  sql::Transaction tx(db_);
+  const std::optional<int64_t> conv = message_conversation(db_, replaced_id);
+  if (!conv) throw_no_message(replaced_id);
+  if (m.conversation_id != 0 && m.conversation_id != *conv)
+    throw StorageError("invalid", "message " + std::to_string(replaced_id) +
+                                      " belongs to conversation " + std::to_string(*conv) +
+                                      ", not " + std::to_string(m.conversation_id));
+  deactivate_from(db_, *conv, replaced_id);
+  Message copy = m;
+  copy.conversation_id = *conv;
+  touch_conversation(db_, *conv);
+  const int64_t id = insert_message(db_, copy);
+  tx.commit();
+  return id;
+}
+
+std::vector<Message> ConversationStore::messages(int64_t conversation_id) const {
+  return select_messages(db_, kSelectActiveMessages, conversation_id);
+}
+
+std::vector<Message> ConversationStore::all_messages(int64_t conversation_id) const {
+  return select_messages(db_, kSelectAllMessages, conversation_id);
+}
+
+void ConversationStore::set_message_active(int64_t message_id, bool active) {
+  sql::Transaction tx(db_);
+  const std::optional<int64_t> conv = message_conversation(db_, message_id);
+  if (!conv) throw_no_message(message_id);
+  set_message_active_row(db_, message_id, active);
+  touch_conversation(db_, *conv);
+  tx.commit();
+}
+
+void ConversationStore::delete_message(int64_t message_id) {
+  sql::Transaction tx(db_);
+  const std::optional<int64_t> conv = message_conversation(db_, message_id);
+  if (!conv) return;  // the destructor ends the empty transaction
+  delete_message_row(db_, message_id);
+  touch_conversation(db_, *conv);
+  tx.commit();
+}
+
+// ---- default path -------------------------------------------------------------------------
+
+namespace {
+
+// Creates `dir` (and parents); when `private_dir` and it was created here, owner-only access.
+void make_directories(const fs::path& dir, bool private_dir) {
+  std::error_code ec;
+  const bool created = fs::create_directories(dir, ec);
+  if (ec)
+    throw StorageError("io", "cannot create directory " + dir.string() + ": " + ec.message());
+  if (created && private_dir) fs::permissions(dir, fs::perms::owner_all, ec);  // best effort
+}
+
+std::string home_directory() {
+  if (const char* h = std::getenv("HOME"); h && *h) return h;
+  if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_dir && *pw->pw_dir) return pw->pw_dir;
+  throw StorageError("io", "no home directory (HOME unset and no passwd entry)");
+}
+
+}  // namespace
+
+std::string default_database_path() {
+  if (const char* o = std::getenv("SPECCHAT_DB"); o && *o) {
+    const std::string p = o;
+    if (is_file_path(p) && fs::path(p).has_parent_path())
+      make_directories(fs::path(p).parent_path(), false);
+    return p;
+  }
+  fs::path base;
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x && fs::path(x).is_absolute())
+    base = x;
+  else
+    base = fs::path(home_directory()) / ".local" / "share";
+  const fs::path dir = base / "specchat";
+  make_directories(dir, true);
+  return (dir / "specchat.sqlite").string();
+}
+
+}  // namespace specchat

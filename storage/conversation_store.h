@@ -1,0 +1,151 @@
+// SQLite store for conversations and messages (ARCHITECTURE.md §5, STYLE.md §9).
+//
+// Schema versioned with PRAGMA user_version and forward-only migrations; WAL journal; foreign
+// keys on. Messages keep their text *and* the exact token ids the model saw, pair-aligned
+// (pair size 2, pad marker -1 appended when odd) with the tokenizer hash and template name.
+// Every write runs in one explicit transaction. A file from a newer schema is refused
+// (StorageError kind "newer_schema"); a corrupt file is moved aside to <path>.corrupt-<time>
+// and a fresh database started (StoreOpenInfo says so, so the UI can tell the user).
+//
+// Regenerate (FAULT-KINDS B21) keeps the replaced reply as an inactive branch: messages() returns
+// the one active path (what goes into the model's context), all_messages() every stored row.
+//
+// Thread use: one ConversationStore per thread (each owns its sqlite3 connection). Several
+// connections, in one process or several, may share a file: readers never block (WAL), writers
+// wait up to 5 s for each other (busy_timeout) before failing with kind "busy".
+//
+// Errors: every failure throws StorageError; nothing here aborts. A failed write leaves the
+// database as it was before the call (one transaction per call).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct sqlite3;
+
+namespace specchat {
+
+class StorageError : public std::runtime_error {
+ public:
+  StorageError(std::string kind, const std::string& m) : std::runtime_error(m), kind_(std::move(kind)) {}
+  // "newer_schema": the file was written by a newer build (left unchanged).
+  // "foreign_database": the file is another program's SQLite database (left unchanged).
+  // "io": cannot open/read/write the file (permissions, disk full, unrecoverable corruption).
+  // "busy": another connection held the write lock for longer than the busy timeout.
+  // "invalid": the caller passed a value the store refuses (unknown role, negative token id...).
+  // "not_found": the conversation or message named by id does not exist.
+  // "corrupt": a stored row fails its own invariants (for example a malformed token blob).
+  // "sql": anything else reported by SQLite (a bug rather than a user condition).
+  const std::string& kind() const { return kind_; }
+ private:
+  std::string kind_;
+};
+
+struct Conversation {
+  int64_t id = 0;
+  std::string title;
+  std::string system_prompt;
+  int64_t created_ms = 0, updated_ms = 0;  // Unix epoch milliseconds
+};
+
+// Per-message generation summary (empty for user messages).
+struct MessageStats {
+  std::string mode;           // "speculative" / "baseline"
+  int n_tokens = 0;
+  double tokens_per_s = 0, ttft_ms = 0, acceptance_rate = 0, mean_accepted_length = 0;
+  int n_drafted = 0, n_accepted = 0;
+};
+
+struct Message {
+  int64_t id = 0;
+  int64_t conversation_id = 0;
+  std::string role;                 // "system", "user", "assistant"
+  std::string text;
+  std::vector<int32_t> token_ids;   // raw token ids (unpadded) the model saw / produced
+  std::vector<uint8_t> drafted;     // per token: 1 = accepted draft token (assistant only)
+  uint64_t tokenizer_hash = 0;
+  std::string template_name;
+  MessageStats stats;
+  int64_t created_ms = 0;           // Unix epoch ms; 0 on add_message means "now"
+  bool active = true;               // false: replaced by a regeneration, outside the context
+};
+
+struct StoreOpenInfo {
+  bool recovered_from_corrupt = false;
+  std::string moved_aside_to;  // path of the corrupt file, when recovered
+};
+
+// Token ids in latent-compatible form (ARCHITECTURE.md §5): pair size 2, pad marker -1.
+inline constexpr int32_t kPairPad = -1;
+
+// Pads ids to even length by appending one kPairPad when the count is odd.
+// Throws std::invalid_argument when an id is negative (it could be confused with the pad).
+std::vector<int32_t> pair_align(const std::vector<int32_t>& ids);
+// Reverses pair_align: drops a trailing kPairPad. Throws std::invalid_argument when `padded` has
+// odd length or holds a negative value anywhere but as the final pad.
+std::vector<int32_t> pair_unalign(const std::vector<int32_t>& padded);
+
+class ConversationStore {
+ public:
+  // Opens or creates the database at `path` (":memory:" allowed; the parent directory must
+  // exist), migrating an older schema forward. A file that is not a database or fails
+  // PRAGMA quick_check is renamed to <path>.corrupt-<epoch ms> (with its -wal/-journal files)
+  // and a fresh database is created; open_info() says so. Throws StorageError: "newer_schema",
+  // "foreign_database", "io", "busy".
+  explicit ConversationStore(const std::string& path);
+  ~ConversationStore();
+  ConversationStore(const ConversationStore&) = delete;
+  ConversationStore& operator=(const ConversationStore&) = delete;
+
+  const StoreOpenInfo& open_info() const { return info_; }
+  static int schema_version();  // the version this build writes (PRAGMA user_version)
+  const std::string& path() const { return path_; }
+
+  // Returns the new id. created_ms = updated_ms = now.
+  int64_t create_conversation(const std::string& title, const std::string& system_prompt = "");
+  // Neither changes updated_ms (the list order follows conversation activity, not edits).
+  // Both throw StorageError "not_found" for an unknown id.
+  void rename_conversation(int64_t id, const std::string& title);
+  void set_system_prompt(int64_t id, const std::string& system_prompt);
+  // Messages (and their generations) go with it (ON DELETE CASCADE). Unknown id: no-op.
+  void delete_conversation(int64_t id);
+  std::vector<Conversation> list_conversations() const;  // newest updated_ms first, then newest id
+  std::optional<Conversation> conversation(int64_t id) const;  // nullopt when unknown
+
+  // Stores m (its id is ignored) and returns the new id; sets the conversation's updated_ms to
+  // now. Throws StorageError "not_found" (unknown conversation) or "invalid" (role not
+  // system/user/assistant, a negative token id, drafted neither empty nor one per token).
+  int64_t add_message(const Message& m);
+  // Regenerate / edit-and-resend: in one transaction marks `replaced_id` and every later active
+  // message of its conversation inactive (kept, outside the context) and adds m to the same
+  // conversation (m.conversation_id may be 0). Returns the new id. Throws like add_message, and
+  // "not_found" for an unknown replaced_id or "invalid" when m names another conversation.
+  int64_t add_message_replacing(int64_t replaced_id, const Message& m);
+  // The active path, in insertion order: what a context is rebuilt from. Throws StorageError
+  // "corrupt" when a stored token blob breaks its invariants (ids are never silently dropped).
+  std::vector<Message> messages(int64_t conversation_id) const;
+  // Every stored message including inactive branches, in insertion order.
+  std::vector<Message> all_messages(int64_t conversation_id) const;
+  // Throws StorageError "not_found" for an unknown id.
+  void set_message_active(int64_t message_id, bool active);
+  void delete_message(int64_t message_id);  // unknown id: no-op
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+  StoreOpenInfo info_;
+};
+
+// Default database location: $XDG_DATA_HOME/specchat/specchat.sqlite (an absolute
+// XDG_DATA_HOME only, per the XDG spec; else ~/.local/share/specchat/specchat.sqlite). The
+// specchat directory is created owner-only (chat history is private). A non-empty SPECCHAT_DB
+// overrides the whole path (tests); its parent directory is created. Throws StorageError "io"
+// when no home directory is known or a directory cannot be created.
+std::string default_database_path();
+
+}  // namespace specchat

@@ -1,0 +1,166 @@
+// Schema migrations (see migrations.h). Each step is a named SQL constant and a small function.
+#include "storage/migrations.h"
+
+#include "storage/sql.h"
+
+namespace specchat::migrations {
+namespace {
+
+// Version 1: every table the first releases need, created at once so later work adds columns
+// only when something new is stored.
+//
+// messages.token_ids: the ids the model saw or produced, pair-aligned for a 2-to-1 input
+//   compressor (ARCHITECTURE.md §5): int32 little-endian, a -1 pad appended when the count is
+//   odd. raw_len counts the real ids, latent_len = padded length / 2 (so the blob is
+//   8 * latent_len bytes). n_tokens mirrors MessageStats::n_tokens (tokens generated, 0 for user
+//   turns) for SQL aggregates that should not parse stats_json.
+// messages.drafted: one byte per token (1 = an accepted draft token), or empty.
+// messages.tokenizer_hash: the 64-bit hash stored bit-for-bit in a signed INTEGER.
+// messages.active: 0 for a reply replaced by Regenerate (kept as an inactive branch, outside
+//   the context; FAULT-KINDS B21), so a conversation has one active path.
+constexpr const char* kSchemaV1 = R"sql(
+PRAGMA application_id = 1399866216;
+CREATE TABLE conversations (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  title         TEXT    NOT NULL DEFAULT '',
+  system_prompt TEXT    NOT NULL DEFAULT '',
+  created_ms    INTEGER NOT NULL,
+  updated_ms    INTEGER NOT NULL
+);
+CREATE INDEX conversations_by_updated ON conversations(updated_ms DESC, id DESC);
+CREATE TABLE messages (
+  id              INTEGER PRIMARY KEY AUTOINCREMENT,
+  conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+  role            TEXT    NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+  text            TEXT    NOT NULL DEFAULT '',
+  token_ids       BLOB    NOT NULL DEFAULT x'',
+  raw_len         INTEGER NOT NULL DEFAULT 0 CHECK (raw_len >= 0),
+  latent_len      INTEGER NOT NULL DEFAULT 0,
+  n_tokens        INTEGER NOT NULL DEFAULT 0,
+  drafted         BLOB    NOT NULL DEFAULT x'',
+  tokenizer_hash  INTEGER NOT NULL DEFAULT 0,
+  template_name   TEXT    NOT NULL DEFAULT '',
+  stats_json      TEXT,
+  created_ms      INTEGER NOT NULL,
+  active          INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)),
+  CHECK (latent_len = (raw_len + 1) / 2),
+  CHECK (length(token_ids) = 8 * latent_len),
+  CHECK (length(drafted) IN (0, raw_len))
+);
+CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+CREATE TABLE generations (
+  id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id         INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+  mode               TEXT    NOT NULL,
+  params_json        TEXT,
+  stats_json         TEXT,
+  accepted_hist_json TEXT,
+  created_ms         INTEGER NOT NULL
+);
+CREATE INDEX generations_by_message ON generations(message_id);
+CREATE TABLE models (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  path         TEXT    NOT NULL,
+  sha256       TEXT,
+  size_bytes   INTEGER,
+  architecture TEXT,
+  UNIQUE (path)
+);
+)sql";
+
+constexpr const char* kSelectUserVersion = "PRAGMA user_version";
+// One statement, so one snapshot: read separately, a connection racing ours to create the same
+// new file could commit in between and make it look like another program's file.
+constexpr const char* kSelectFileIdentity =
+    "SELECT (SELECT user_version FROM pragma_user_version), "
+    "(SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_master)";
+constexpr const char* kForeignKeyCheck = "PRAGMA foreign_key_check";
+
+void apply_v1(sqlite3* db) { sql::exec(db, kSchemaV1, "migration 1 (initial schema)"); }
+
+int64_t select_int(sqlite3* db, const char* query) {
+  sql::Stmt st(db, query, query);
+  return st.step() ? st.int64(0) : 0;
+}
+
+struct FileIdentity {
+  int user_version = 0;
+  int64_t application_id = 0;
+  int64_t n_schema_objects = 0;
+};
+
+FileIdentity file_identity(sqlite3* db) {
+  sql::Stmt st(db, kSelectFileIdentity, "read database identity");
+  FileIdentity id;
+  if (st.step()) {
+    id.user_version = static_cast<int>(st.int64(0));
+    id.application_id = st.int64(1);
+    id.n_schema_objects = st.int64(2);
+  }
+  return id;
+}
+
+// PRAGMA user_version = N takes no bound parameter, so the statement is built from the integer.
+void set_user_version(sqlite3* db, int version) {
+  const std::string q = "PRAGMA user_version = " + std::to_string(version);
+  sql::exec(db, q.c_str(), "PRAGMA user_version = N");
+}
+
+void check_foreign_keys(sqlite3* db) {
+  sql::Stmt st(db, kForeignKeyCheck, kForeignKeyCheck);
+  if (st.step())
+    throw StorageError("sql", "migration left a row in table '" + st.text(0) +
+                                  "' whose foreign key points nowhere; migration rolled back");
+}
+
+[[noreturn]] void throw_newer(const std::string& path, int found) {
+  throw StorageError("newer_schema",
+                     "database " + path + " has schema version " + std::to_string(found) +
+                         ", newer than version " + std::to_string(latest_version()) +
+                         " that this SpecChat build understands; open it with a newer SpecChat "
+                         "(the file was left unchanged)");
+}
+
+}  // namespace
+
+const std::vector<Step>& steps() {
+  static const std::vector<Step> kSteps = {
+      {1, "initial schema: conversations, messages, generations, models", apply_v1},
+  };
+  return kSteps;
+}
+
+int latest_version() { return steps().back().version; }
+
+int user_version(sqlite3* db) { return static_cast<int>(select_int(db, kSelectUserVersion)); }
+
+void check_compatible(sqlite3* db, const std::string& path) {
+  const FileIdentity id = file_identity(db);
+  const int v = id.user_version;
+  if (v > latest_version()) throw_newer(path, v);
+  const int64_t app = id.application_id;
+  if ((app != 0 && app != kApplicationId) || (v == 0 && id.n_schema_objects > 0))
+    throw StorageError("foreign_database",
+                       "database " + path +
+                           " belongs to another program (application_id " + std::to_string(app) +
+                           ", schema version " + std::to_string(v) + "); it was left unchanged");
+}
+
+void migrate(sqlite3* db, const std::string& path) {
+  if (user_version(db) == latest_version()) return;
+  sql::Transaction tx(db);
+  const int v = user_version(db);  // re-read under the write lock: another connection may have won
+  if (v > latest_version()) throw_newer(path, v);
+  int expected = 1;
+  for (const Step& s : steps()) {
+    if (s.version != expected++)
+      throw StorageError("sql", "migration steps are not numbered 1, 2, ... (bug in this build)");
+    if (s.version <= v) continue;
+    s.apply(db);
+    set_user_version(db, s.version);
+  }
+  check_foreign_keys(db);
+  tx.commit();
+}
+
+}  // namespace specchat::migrations

@@ -1,0 +1,13 @@
+// Entry point of test_gui: Catch2 v2 with a QApplication on the offscreen platform (STYLE.md
+// §5, tag [gui]), so the GUI tests run without a display. QT_QPA_PLATFORM, when set, wins.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <QApplication>
+#include <QtGlobal>
+
+int main(int argc, char** argv) {
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  return Catch::Session().run(argc, argv);
+}

@@ -1,0 +1,122 @@
+#include "ui/chat_model.h"
+
+#include "ui/engine_types.h"
+
+namespace specchat::ui {
+
+ChatModel::ChatModel(QObject* parent) : QAbstractListModel(parent) {}
+
+int ChatModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(items_.size());
+}
+
+QVariant ChatModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() < 0 || index.row() >= items_.size()) return {};
+  const ChatItem& it = items_.at(index.row());
+  switch (role) {
+    case Qt::DisplayRole:
+    case TextRole: return it.text;
+    case RoleRole: return it.role;
+    case StreamingRole: return it.streaming;
+    case TokenCountRole: return it.n_tokens;
+    case DraftedCountRole: return it.n_drafted;
+    case StatsRole: return it.has_stats ? QVariant::fromValue(it.stats) : QVariant();
+    case StatsTextRole: return it.has_stats ? format_stats(it.stats) : QString();
+    case FinishRole: return it.finish;
+    case MessageIdRole: return it.id;
+    default: return {};
+  }
+}
+
+QHash<int, QByteArray> ChatModel::roleNames() const {
+  return {{RoleRole, "role"},
+          {TextRole, "text"},
+          {StreamingRole, "streaming"},
+          {TokenCountRole, "tokenCount"},
+          {DraftedCountRole, "draftedCount"},
+          {StatsRole, "stats"},
+          {StatsTextRole, "statsText"},
+          {FinishRole, "finish"},
+          {MessageIdRole, "messageId"}};
+}
+
+void ChatModel::setItems(QList<ChatItem> items) {
+  beginResetModel();
+  items_ = std::move(items);
+  endResetModel();
+}
+
+int ChatModel::append(const ChatItem& item) {
+  const int row = static_cast<int>(items_.size());
+  beginInsertRows(QModelIndex(), row, row);
+  items_.append(item);
+  endInsertRows();
+  return row;
+}
+
+void ChatModel::removeAt(int row) {
+  if (row < 0 || row >= items_.size()) return;
+  beginRemoveRows(QModelIndex(), row, row);
+  items_.removeAt(row);
+  endRemoveRows();
+}
+
+void ChatModel::changed(int row, const QList<int>& roles) {
+  const QModelIndex i = index(row);
+  Q_EMIT dataChanged(i, i, roles);
+}
+
+void ChatModel::appendToken(int row, const QString& text, bool drafted) {
+  if (row < 0 || row >= items_.size()) return;
+  ChatItem& it = items_[row];
+  it.text += text;
+  ++it.n_tokens;
+  if (drafted) ++it.n_drafted;
+  changed(row, {Qt::DisplayRole, TextRole, TokenCountRole, DraftedCountRole});
+}
+
+void ChatModel::finishReply(int row, const QString& text, const MessageStats& stats,
+                            const QString& finish) {
+  if (row < 0 || row >= items_.size()) return;
+  ChatItem& it = items_[row];
+  it.text = text;
+  it.streaming = false;
+  it.stats = stats;
+  it.has_stats = true;
+  it.n_tokens = stats.n_tokens;
+  it.n_drafted = stats.n_accepted;
+  it.finish = finish;
+  changed(row, {Qt::DisplayRole, TextRole, StreamingRole, TokenCountRole, DraftedCountRole, StatsRole,
+                StatsTextRole, FinishRole});
+}
+
+void ChatModel::setMessageId(int row, qint64 id) {
+  if (row < 0 || row >= items_.size()) return;
+  items_[row].id = id;
+  changed(row, {MessageIdRole});
+}
+
+std::vector<ChatMessage> ChatModel::chatMessages() const {
+  std::vector<ChatMessage> out;
+  out.reserve(static_cast<size_t>(items_.size()));
+  for (const ChatItem& it : items_) {
+    if (it.streaming) continue;
+    if (it.role == QLatin1String("assistant") && it.text.isEmpty()) continue;
+    out.push_back(ChatMessage{it.role.toStdString(), it.text.toStdString()});
+  }
+  return out;
+}
+
+ChatItem ChatModel::fromMessage(const Message& m) {
+  ChatItem it;
+  it.id = m.id;
+  it.role = QString::fromStdString(m.role);
+  it.text = QString::fromStdString(m.text);
+  it.n_tokens = m.role == "assistant" ? m.stats.n_tokens : 0;
+  it.n_drafted = m.stats.n_accepted;
+  it.has_stats = m.role == "assistant" && !m.stats.mode.empty();
+  it.stats = m.stats;
+  return it;
+}
+
+}  // namespace specchat::ui

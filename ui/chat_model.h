@@ -1,0 +1,79 @@
+// The messages of the open conversation as a Qt list model (GUI thread only). Views read it
+// through the roles below; the controller streams tokens into the last assistant message.
+#pragma once
+
+#include <QAbstractListModel>
+#include <QList>
+#include <QString>
+
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "storage/conversation_store.h"
+
+namespace specchat::ui {
+
+// One row. User messages have no stats; an assistant message has them once it is finished.
+struct ChatItem {
+  qint64 id = 0;            // storage id; 0 = not stored
+  QString role;             // "system", "user" or "assistant"
+  QString text;
+  bool streaming = false;   // reply still being generated
+  int n_tokens = 0;         // tokens so far (live while streaming)
+  int n_drafted = 0;        // of which accepted draft tokens
+  bool has_stats = false;
+  MessageStats stats;       // valid when has_stats
+  QString finish;           // finish reason of a reply ("eos", "length", "cancelled", ...)
+};
+
+class ChatModel : public QAbstractListModel {
+  Q_OBJECT
+
+ public:
+  enum Roles {
+    RoleRole = Qt::UserRole + 1,  // QString "user" / "assistant" / "system"
+    TextRole,                     // QString, the message text (also Qt::DisplayRole)
+    StreamingRole,                // bool
+    TokenCountRole,               // int
+    DraftedCountRole,             // int, accepted draft tokens
+    StatsRole,                    // QVariant<MessageStats>, invalid when none
+    StatsTextRole,                // QString, format_stats() or empty
+    FinishRole,                   // QString
+    MessageIdRole,                // qint64 storage id
+  };
+  Q_ENUM(Roles)
+
+  explicit ChatModel(QObject* parent = nullptr);
+
+  int rowCount(const QModelIndex& parent = QModelIndex()) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QHash<int, QByteArray> roleNames() const override;
+
+  const ChatItem& item(int row) const { return items_.at(row); }
+  const QList<ChatItem>& items() const { return items_; }
+
+  // Replaces all rows (model reset).
+  void setItems(QList<ChatItem> items);
+  void clear() { setItems({}); }
+  // Appends a row; returns its index.
+  int append(const ChatItem& item);
+  void removeAt(int row);
+  // Streaming: adds one token (its text may be empty) to row `row`.
+  void appendToken(int row, const QString& text, bool drafted);
+  // Ends streaming of `row`: the authoritative final text, stats and finish reason.
+  void finishReply(int row, const QString& text, const MessageStats& stats, const QString& finish);
+  void setMessageId(int row, qint64 id);
+
+  // The conversation as engine messages, in order, skipping rows still streaming and empty
+  // replies (what the next prompt is rendered from).
+  std::vector<ChatMessage> chatMessages() const;
+
+  // Storage <-> model conversion.
+  static ChatItem fromMessage(const Message& m);
+
+ private:
+  void changed(int row, const QList<int>& roles);
+  QList<ChatItem> items_;
+};
+
+}  // namespace specchat::ui

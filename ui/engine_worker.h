@@ -1,0 +1,97 @@
+// The engine side of the app: a QObject that owns the models and the generator and lives on
+// its own QThread (STYLE.md §8, after gpt4all's ChatLLM). The GUI talks to it only through
+// queued signals carrying value types (engine_types.h); the one exception is stop()/shutdown(),
+// plain thread-safe calls, because a running generate() keeps the worker's event loop busy.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QThread>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "engine/model_pair.h"
+#include "ui/engine_types.h"
+
+namespace specchat::ui {
+
+// Owns a ModelPair and a Generator (KV prefix reuse across turns). Every slot catches all
+// exceptions and turns them into errorOccurred(): nothing a user does can crash the app.
+// Slots must run on the worker's thread (call them through queued connections).
+class EngineWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit EngineWorker(QObject* parent = nullptr);
+  ~EngineWorker() override;
+
+  // Thread-safe. Cancels job `job_id` whether it is running or still queued; other jobs are
+  // unaffected. A cancelled job still emits generationFinished (finish "cancelled"), with
+  // whatever it had generated.
+  void stop(quint64 job_id);
+  // Thread-safe. Cancels the running job and makes every later slot return at once (used
+  // before the thread is stopped, so closing the window never waits for a long reply).
+  void shutdown();
+  // Thread-safe: whether a model pair is loaded now.
+  bool hasModels() const { return loaded_.load(); }
+
+ public Q_SLOTS:
+  // Loads (or replaces) the model pair. `target` empty = the bundled target; `draft` empty =
+  // no draft model. Emits modelsLoading, then modelsLoaded or errorOccurred (the message names
+  // the file and what is wrong: missing file, bad GGUF, vocabulary mismatch).
+  void loadModels(const QString& target, const QString& draft);
+  // Generates one reply. Loads the last requested pair first when none is loaded (lazy start,
+  // and a retry after a failed load). Emits tokenGenerated per token, then generationFinished.
+  void generate(const specchat::ui::GenerateJob& job);
+
+ Q_SIGNALS:
+  void modelsLoading(const QString& description);
+  void modelsLoaded(const specchat::ui::ModelInfo& info);
+  void errorOccurred(const QString& message);
+  // One emitted token: `text` is the newly complete UTF-8 it releases (may be empty);
+  // `drafted` = proposed by the draft model and accepted by the target.
+  void tokenGenerated(quint64 job_id, const QString& text, bool drafted);
+  void generationFinished(const specchat::ui::GenerationSummary& summary);
+
+ private:
+  bool ensureLoaded(QString* error);  // worker thread; false when no pair could be loaded
+  void unload();
+  bool beginJob(quint64 job_id);      // registers the running job; false when already cancelled
+  void endJob();
+
+  PairOptions options_;               // last requested pair
+  std::unique_ptr<ModelPair> pair_;   // heap: the generator keeps references into it
+  std::unique_ptr<Generator> generator_;
+  std::atomic<bool> loaded_{false};
+
+  // Cancellation bookkeeping, shared with the GUI thread. The mutex guards the ids only (never
+  // the models); cancel_ is what the generator polls.
+  std::mutex cancel_mu_;
+  quint64 running_job_ = 0;
+  quint64 cancelled_job_ = 0;
+  std::atomic<bool> cancel_{false};
+  std::atomic<bool> shutdown_{false};
+};
+
+// Owns the engine thread and the worker living on it: starts the thread on construction;
+// on destruction cancels any reply, stops the thread and lets the worker (and the models) be
+// deleted on it. One per application window set; no globals.
+class EngineHost {
+ public:
+  EngineHost();
+  ~EngineHost();
+  EngineHost(const EngineHost&) = delete;
+  EngineHost& operator=(const EngineHost&) = delete;
+
+  EngineWorker* worker() const { return worker_; }
+  // Queues EngineWorker::loadModels on the engine thread.
+  void loadModels(const QString& target, const QString& draft);
+
+ private:
+  QThread thread_;
+  EngineWorker* worker_;  // deleted on its own thread when thread_ finishes
+};
+
+}  // namespace specchat::ui
