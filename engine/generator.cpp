@@ -6,6 +6,7 @@
 #include "engine/model.h"
 #include "engine/speculative/acceptance.h"
 #include "engine/speculative/drafter.h"
+#include "engine/speculative/ngram_drafter.h"
 #include "engine/utf8.h"
 
 namespace specchat {
@@ -28,6 +29,18 @@ const char* finish_reason_name(FinishReason r) {
   return "unknown";
 }
 
+const char* drafter_kind_name(DrafterKind k) { return k == DrafterKind::ngram ? "ngram" : "model"; }
+
+TreeBudget SpecConfig::effective_budget() const {
+  TreeBudget b = tree;
+  if (b.mode == TreeMode::chain) {
+    b.node_budget = draft_k;
+    b.depth = draft_k;
+    b.branch = 1;
+  }
+  return b;
+}
+
 double GenerationStats::tokens_per_s() const {
   return decode_ms > 0 && n_generated > 0 ? n_generated / (decode_ms / 1000.0) : 0.0;
 }
@@ -40,12 +53,13 @@ double GenerationStats::mean_accepted_length() const {
 }
 
 struct Generator::State {
-  std::unique_ptr<ModelDrafter> drafter;
+  std::unique_ptr<ModelDrafter> model_drafter;
+  NgramDrafter ngram_drafter;
 };
 
 Generator::Generator(LlamaModel& target, LlamaModel* draft)
     : target_(target), draft_(draft), st_(std::make_unique<State>()) {
-  if (draft_) st_->drafter = std::make_unique<ModelDrafter>(*draft_);
+  if (draft_) st_->model_drafter = std::make_unique<ModelDrafter>(*draft_);
 }
 
 Generator::~Generator() = default;
@@ -183,14 +197,21 @@ GenerationResult Generator::generate(const GenerateRequest& req, const TokenCall
   GenerationResult res;
   GenerationStats& st = res.stats;
   st.n_prompt = n_prompt;
-  const int k_max = draft_ ? std::max(0, req.spec.draft_k) : 0;
-  st.accepted_hist.assign(static_cast<size_t>(k_max) + 1, 0);
+  // The drafter of this request: none when draft_k is 0, or the model drafter has no model.
+  Drafter* drafter = nullptr;
+  if (req.spec.draft_k > 0) {
+    if (req.spec.drafter == DrafterKind::ngram) drafter = &st_->ngram_drafter;
+    else if (st_->model_drafter) drafter = st_->model_drafter.get();
+  }
+  const TreeBudget budget = req.spec.effective_budget();
+  st.accepted_hist.assign(static_cast<size_t>(drafter ? std::max(1, budget.depth) : 0) + 1, 0);
   Rng rng(req.sampling.seed);
+  RngChoices choices(rng);
   std::vector<int32_t> ctx = req.prompt;
-  ctx.reserve(ctx.size() + static_cast<size_t>(std::max(0, req.max_tokens)) + static_cast<size_t>(k_max) + 1);
+  ctx.reserve(ctx.size() + static_cast<size_t>(std::max(0, req.max_tokens)) + 1);
 
   prefill_target(target_, ctx);
-  if (k_max > 0) st_->drafter->sync(ctx);
+  if (drafter) drafter->sync(ctx);
   st.prefill_ms = ms_since(t_start);
   const auto t_decode = Clock::now();
 
@@ -198,6 +219,7 @@ GenerationResult Generator::generate(const GenerateRequest& req, const TokenCall
   bool running = req.max_tokens > 0;
   if (!running) res.finish = FinishReason::length;
   std::vector<Distribution> p;
+  Batch verify;
   while (running) {
     if (cancel && cancel->load()) {
       res.finish = FinishReason::cancelled;
@@ -208,23 +230,32 @@ GenerationResult Generator::generate(const GenerateRequest& req, const TokenCall
       res.finish = FinishReason::context_full;
       break;
     }
-    // Propose: at most n_ctx - n drafts fit behind the last token.
+    // Propose: at most n_ctx - n nodes fit behind the last token, and at most max_batch - 1
+    // in one verification forward.
     auto t0 = Clock::now();
-    DraftChain draft;
-    const int k = std::min(k_max, n_ctx - n);
-    if (k > 0) draft = st_->drafter->propose(ctx, k, req.sampling, rng);
+    DraftTree tree;
+    const int room = std::min(n_ctx - n, target_.max_batch() - 1);
+    if (drafter && room > 0) tree = drafter->propose(ctx, budget, room, req.sampling, rng);
     st.draft_ms += ms_since(t0);
-    if (k_max > 0 && draft.tokens.empty()) ++st.n_empty_drafts;
-    const int kd = static_cast<int>(draft.tokens.size());
-    st.n_drafted += kd;
+    if (drafter && tree.empty()) ++st.n_empty_drafts;
+    const int n_nodes = tree.size();
+    st.n_drafted += n_nodes;
 
-    // Verify: one target forward over [last committed token, d_1 .. d_k].
+    // Verify: one target forward over [last committed token, tree nodes] with tree attention.
     t0 = Clock::now();
-    std::vector<int32_t> batch_toks;
-    batch_toks.reserve(static_cast<size_t>(kd) + 1);
-    batch_toks.push_back(ctx.back());
-    batch_toks.insert(batch_toks.end(), draft.tokens.begin(), draft.tokens.end());
-    const std::span<const float> logits = target_.forward(Batch::chain(batch_toks, n - 1, true));
+    verify.tokens.assign(1, ctx.back());
+    verify.pos.assign(1, n - 1);
+    verify.parent.assign(1, -1);
+    verify.out_rows.assign(1, 0);
+    verify.kv_pos0 = n - 1;
+    for (int i = 0; i < n_nodes; ++i) {
+      const DraftNode& nd = tree.nodes[static_cast<size_t>(i)];
+      verify.tokens.push_back(nd.token);
+      verify.pos.push_back(n - 1 + nd.depth);
+      verify.parent.push_back(nd.parent + 1);
+      verify.out_rows.push_back(i + 1);
+    }
+    const std::span<const float> logits = target_.forward(verify);
     st.verify_ms += ms_since(t0);
     ++st.n_steps;
 
@@ -232,19 +263,26 @@ GenerationResult Generator::generate(const GenerateRequest& req, const TokenCall
     t0 = Clock::now();
     const size_t nv = static_cast<size_t>(target_.config().n_vocab);
     p.clear();
-    for (int i = 0; i <= kd; ++i) {
+    for (int i = 0; i <= n_nodes; ++i) {
       p.push_back(process_logits(logits.subspan(static_cast<size_t>(i) * nv, nv), req.sampling));
     }
-    const ChainOutcome out = accept_chain(draft.tokens, draft.q, p, req.sampling.greedy(), rng);
-    st.accepted_hist[static_cast<size_t>(out.n_accepted)]++;
+    const TreeOutcome out = accept_tree(tree, p, req.sampling.greedy(), choices);
+    const int n_acc = static_cast<int>(out.path.size());
+    if (static_cast<size_t>(n_acc) < st.accepted_hist.size()) st.accepted_hist[static_cast<size_t>(n_acc)]++;
     st.sample_ms += ms_since(t0);
 
-    // Commit: the target's cache keeps [last, d_1 .. d_m]; the new last token is fed next step.
-    target_.kv().commit(std::span<const int32_t>(batch_toks).first(static_cast<size_t>(out.n_accepted) + 1));
+    // Commit: the target's cache keeps [last, accepted path] (rows moved into place); the new
+    // last token is fed by the next step.
+    std::vector<int32_t> keep_rows(1, 0), keep_ids(1, ctx.back());
+    for (int32_t v : out.path) {
+      keep_rows.push_back(v + 1);
+      keep_ids.push_back(tree.nodes[static_cast<size_t>(v)].token);
+    }
+    target_.kv().keep_path(keep_rows, keep_ids);
     const int step = st.n_steps - 1;
-    for (int i = 0; i <= out.n_accepted && running; ++i) {
-      const bool drafted = i < out.n_accepted;
-      const int32_t id = drafted ? draft.tokens[static_cast<size_t>(i)] : out.next_token;
+    for (int i = 0; i <= n_acc && running; ++i) {
+      const bool drafted = i < n_acc;
+      const int32_t id = drafted ? keep_ids[static_cast<size_t>(i) + 1] : out.next_token;
       const size_t before = res.tokens.size();
       running = em.push(id, drafted, step);
       if (res.tokens.size() > before) ctx.push_back(id);

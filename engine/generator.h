@@ -11,18 +11,25 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/speculative/drafter.h"
 
 namespace specchat {
 
 class LlamaModel;
-class Drafter;
 
 enum class FinishReason { length, eos, stop, cancelled, context_full };
 const char* finish_reason_name(FinishReason r);
 
-// Speculative configuration for issue 2's draft-model chain.
+enum class DrafterKind { model, ngram };
+const char* drafter_kind_name(DrafterKind k);
+
+// Speculative configuration of a request.
 struct SpecConfig {
-  int draft_k = 4;  // drafted tokens per step; 0 = baseline (no drafter)
+  int draft_k = 4;                       // chain length; 0 = baseline (no drafter at all)
+  DrafterKind drafter = DrafterKind::model;
+  TreeBudget tree;                       // mode chain uses draft_k for node budget and depth
+  // The budget a step really uses: for chains node_budget = depth = draft_k.
+  TreeBudget effective_budget() const;
 };
 
 struct GenerateRequest {
@@ -55,7 +62,7 @@ struct GenerationStats {
   double ttft_ms = 0;         // request start -> first token available
   double decode_ms = 0;       // first token -> last token (draft + verify + sample)
   double draft_ms = 0, verify_ms = 0, sample_ms = 0;
-  std::vector<int> accepted_hist;  // [draft_k + 1]: steps by number of accepted drafts
+  std::vector<int> accepted_hist;  // [depth + 1]: steps by number of accepted drafts
   double tokens_per_s() const;     // (n_generated - 1) / decode time; 0 when n_generated < 2
   double tpot_ms() const;          // decode_ms / (n_generated - 1)
   double acceptance_rate() const;  // α = n_accepted / n_drafted (0 when nothing drafted)
@@ -84,8 +91,9 @@ class GenerationError : public std::runtime_error {
 
 class Generator {
  public:
-  // `target` must outlive the generator; `draft` may be null (baseline only). The draft's
-  // vocabulary must already have been checked (check_draft_vocab).
+  // `target` must outlive the generator; `draft` may be null (then only the n-gram drafter or
+  // baseline are available). The draft's vocabulary must already have been checked
+  // (check_draft_vocab). A request for the model drafter without a draft model runs baseline.
   Generator(LlamaModel& target, LlamaModel* draft);
   ~Generator();
 

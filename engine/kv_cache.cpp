@@ -9,7 +9,8 @@ namespace specchat {
 KvCache::KvCache(int n_layer, int n_ctx, int kv_dim)
     : n_layer_(n_layer), n_ctx_(n_ctx), kv_dim_(kv_dim),
       k_(static_cast<size_t>(n_layer) * n_ctx * kv_dim),
-      v_(static_cast<size_t>(n_layer) * n_ctx * kv_dim) {
+      v_(static_cast<size_t>(n_layer) * n_ctx * kv_dim),
+      slot_parent_(static_cast<size_t>(n_ctx), -1) {
   tokens_.reserve(static_cast<size_t>(n_ctx));
 }
 

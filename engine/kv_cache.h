@@ -41,10 +41,16 @@ class KvCache {
   // Length of the longest common prefix of tokens() and `ids`.
   int common_prefix(std::span<const int32_t> ids) const;
 
+  // Tree links of uncommitted slots: the slot holding a node's parent (−1 = the shared prefix).
+  // Written by the forward for every slot it fills; read to build tree-attention masks.
+  int32_t slot_parent(int slot) const { return slot_parent_[static_cast<size_t>(slot)]; }
+  void set_slot_parent(int slot, int32_t parent) { slot_parent_[static_cast<size_t>(slot)] = parent; }
+
  private:
   int n_layer_ = 0, n_ctx_ = 0, kv_dim_ = 0;
   std::vector<float> k_, v_;
   std::vector<int32_t> tokens_;
+  std::vector<int32_t> slot_parent_;
 };
 
 }  // namespace specchat

@@ -118,7 +118,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Opti
   s->up.resize(B * ff);
   s->logits.resize(B * nv);
   s->att_scores.resize(static_cast<size_t>(n_ctx) + B);
-  s->visible.resize(B * B);
+  s->visible.resize(B * (static_cast<size_t>(n_ctx) + B));
   m->s_ = std::move(s);
   cpu::set_num_threads(opt.n_threads);
   return m;
@@ -140,14 +140,28 @@ std::span<const float> LlamaModel::forward(const Batch& b) {
   }
   Scratch& s = *s_;
   const int d = c.d_model, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
-  // Embedding gather and the visibility mask from parent links (tree attention).
-  std::fill(s.visible.begin(), s.visible.begin() + static_cast<size_t>(n) * n, 0);
+  const int n_prefix = b.n_prefix < 0 ? b.kv_pos0 : b.n_prefix;
+  if (n_prefix > b.kv_pos0) throw std::invalid_argument("forward: n_prefix past kv_pos0");
+  if (!b.parent_slot.empty() && b.parent_slot.size() != b.tokens.size()) {
+    throw std::invalid_argument("forward: parent_slot size differs from tokens");
+  }
+  // Embedding gather, slot links and the visibility mask (tree attention): token i sees the
+  // shared prefix, itself and its ancestors, in this batch or in earlier tree slots.
+  const int n_masked = b.kv_pos0 + n - n_prefix;
+  std::fill(s.visible.begin(), s.visible.begin() + static_cast<size_t>(n) * n_masked, 0);
   for (int i = 0; i < n; ++i) {
     const int32_t t = b.tokens[i];
     if (t < 0 || t >= c.n_vocab) throw std::invalid_argument("forward: token id out of range");
     if (b.parent[i] >= i || b.parent[i] < -1) throw std::invalid_argument("forward: bad parent link");
+    const int32_t ps = b.parent_slot.empty() ? -1 : b.parent_slot[i];
+    if (ps != -1 && (b.parent[i] != -1 || ps < n_prefix || ps >= b.kv_pos0)) {
+      throw std::invalid_argument("forward: bad parent_slot link");
+    }
     std::copy_n(w_->tok_embd.data() + static_cast<size_t>(t) * d, d, s.x.data() + static_cast<size_t>(i) * d);
-    for (int j = i; j >= 0; j = b.parent[j]) s.visible[static_cast<size_t>(i) * n + j] = 1;
+    const int slot = b.kv_pos0 + i;
+    kv_.set_slot_parent(slot, b.parent[i] >= 0 ? b.kv_pos0 + b.parent[i] : ps);
+    uint8_t* vis = s.visible.data() + static_cast<size_t>(i) * n_masked;
+    for (int sl = slot; sl >= n_prefix; sl = kv_.slot_parent(sl)) vis[sl - n_prefix] = 1;
   }
   for (int r : b.out_rows) {
     if (r < 0 || r >= n) throw std::invalid_argument("forward: out_rows index out of range");
@@ -170,6 +184,7 @@ std::span<const float> LlamaModel::forward(const Batch& b) {
     a.v_cache = kv_.v(il, 0);
     a.kv_stride = nkv;
     a.kv_pos0 = b.kv_pos0;
+    a.n_prefix = n_prefix;
     a.n_tokens = n;
     a.n_head = c.n_head;
     a.n_head_kv = c.n_head_kv;

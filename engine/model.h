@@ -23,16 +23,19 @@ class ModelError : public std::runtime_error {
 };
 
 // One forward's input. All arrays are [n_tokens].
-// Token i is written to KV slot kv_pos0 + i, has RoPE position pos[i], and attends to the
-// cache slots [0, kv_pos0) (the committed prefix) plus, inside the batch, to itself and its
-// ancestors following parent[] (parent[i] < i, or -1 for a node whose parent is the prefix's
-// last token). A chain has parent[i] = i - 1; a draft tree has arbitrary ancestor-closed links
-// (tree attention, SpecInfer §4 / Medusa §2.3).
+// Token i is written to KV slot kv_pos0 + i and has RoPE position pos[i]. It attends to the
+// shared prefix, cache slots [0, n_prefix), and to its ancestors and itself (tree attention,
+// SpecInfer §4 / Medusa §2.3). Ancestors are given by parent[i]: a batch index < i, or −1 for
+// "no parent in this batch"; in the latter case parent_slot[i] (when given) names an absolute
+// cache slot in [n_prefix, kv_pos0) written by an earlier forward, whose own ancestors are
+// followed through the cache's slot links. A chain has parent[i] = i − 1.
 struct Batch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> pos;
   std::vector<int32_t> parent;
+  std::vector<int32_t> parent_slot;  // optional, [n_tokens], −1 = none
   int kv_pos0 = 0;
+  int n_prefix = -1;                 // −1 = kv_pos0 (everything before the batch is shared)
   // Rows whose logits are returned, in this order (e.g. all rows when verifying a draft,
   // only the last when prefilling).
   std::vector<int32_t> out_rows;

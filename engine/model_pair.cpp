@@ -31,11 +31,13 @@ ModelPair ModelPair::load(const PairOptions& opt) {
   const std::string tpath = opt.target_path.empty() ? bundled_target_path() : opt.target_path;
   LlamaModel::Options mo;
   mo.n_ctx = opt.n_ctx;
+  mo.n_threads = opt.n_threads;
   mp.target = LlamaModel::load(tpath, mo);
   if (!opt.draft_path.empty()) {
     try {
       LlamaModel::Options dopt;
       dopt.n_ctx = mp.target->n_ctx();
+      dopt.n_threads = opt.n_threads;
       mp.draft = LlamaModel::load(opt.draft_path, dopt);
     } catch (const GgufError& e) {
       // Errors from the draft file name it, so the user knows which file is at fault (B19).

@@ -17,6 +17,7 @@ struct PairOptions {
   std::string target_path;     // empty = bundled target
   std::string draft_path;      // empty = no draft model
   int n_ctx = 0;               // 0 = target's n_ctx_train
+  int n_threads = 0;           // BLAS threads; 0 = all cores
 };
 
 // A loaded pair. Throws GgufError / ModelError / VocabError; errors about the draft say so

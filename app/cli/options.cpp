@@ -8,12 +8,20 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
                  "draft model GGUF, 'bundled' (default) or 'none' for plain decoding");
   cmd.add_option("--draft-k,-k", o.draft_k, "drafted tokens per step (0 = no drafting)")
       ->check(CLI::Range(0, 64));
+  cmd.add_option("--drafter", o.drafter, "who drafts: model (the draft model), ngram (prompt lookup) or none")
+      ->check(CLI::IsMember({"model", "ngram", "none"}));
+  cmd.add_option("--tree", o.tree, "draft shape: chain (draft-k tokens), dynamic (EAGLE-2) or optimal (Sequoia)")
+      ->check(CLI::IsMember({"chain", "dynamic", "optimal"}));
+  cmd.add_option("--node-budget", o.node_budget, "tree nodes sent to the target per step")->check(CLI::Range(1, 127));
+  cmd.add_option("--depth", o.depth, "maximum tree depth")->check(CLI::Range(1, 64));
+  cmd.add_option("--branch", o.branch, "children expanded per node (dynamic trees)")->check(CLI::Range(1, 32));
   cmd.add_option("--temp,-t", o.temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   cmd.add_option("--top-k", o.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--top-p", o.top_p, "top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--seed,-s", o.seed, "sampling seed");
   cmd.add_option("-n,--max-tokens", o.n, "tokens to generate")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--ctx", o.n_ctx, "context length (0 = the model's)")->check(CLI::Range(0, 1 << 20));
+  cmd.add_option("--threads", o.threads, "BLAS threads (0 = all cores)")->check(CLI::Range(0, 256));
   auto* p = cmd.add_option("--prompt,-p", o.prompt, "raw prompt text (continued as is)");
   auto* c = cmd.add_option("--chat,-c", o.chat, "user message, wrapped in the model's chat template");
   p->excludes(c);
@@ -30,7 +38,12 @@ GenerateRequest make_request(const CommonOptions& o, std::vector<int32_t> prompt
   r.sampling.top_k = o.top_k;
   r.sampling.top_p = o.top_p;
   r.sampling.seed = o.seed;
-  r.spec.draft_k = draft_k;
+  r.spec.draft_k = o.drafter == "none" ? 0 : draft_k;
+  r.spec.drafter = o.drafter == "ngram" ? DrafterKind::ngram : DrafterKind::model;
+  r.spec.tree.mode = o.tree == "dynamic" ? TreeMode::dynamic : o.tree == "optimal" ? TreeMode::optimal : TreeMode::chain;
+  r.spec.tree.node_budget = o.node_budget;
+  r.spec.tree.depth = o.depth;
+  r.spec.tree.branch = o.branch;
   r.stop_strings = o.stop;
   return r;
 }

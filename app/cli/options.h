@@ -13,12 +13,18 @@ struct CommonOptions {
   std::string model;            // target GGUF; empty = bundled
   std::string draft = "bundled";  // draft GGUF, "bundled", or "none"
   int draft_k = 4;
+  std::string drafter = "model";  // model | ngram | none
+  std::string tree = "chain";     // chain | dynamic | optimal
+  int node_budget = 16;
+  int depth = 5;
+  int branch = 3;
   float temp = 0.0f;
   int top_k = 0;
   float top_p = 1.0f;
   uint64_t seed = 0;
   int n = 128;
   int n_ctx = 0;
+  int threads = 0;
   std::string prompt;
   std::string chat;
   std::string system;

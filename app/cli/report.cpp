@@ -4,12 +4,18 @@
 
 namespace specchat::cli {
 
-nlohmann::json result_json(const GenerationResult& r, const std::vector<int32_t>& prompt, int draft_k,
-                           const std::string& mode) {
+nlohmann::json result_json(const GenerationResult& r, const std::vector<int32_t>& prompt,
+                           const GenerateRequest& req, const std::string& mode) {
   const GenerationStats& s = r.stats;
+  const TreeBudget b = req.spec.effective_budget();
   nlohmann::json j;
   j["mode"] = mode;
-  j["draft_k"] = draft_k;
+  j["draft_k"] = req.spec.draft_k;
+  j["drafter"] = req.spec.draft_k > 0 ? drafter_kind_name(req.spec.drafter) : "none";
+  j["tree"] = tree_mode_name(b.mode);
+  j["node_budget"] = req.spec.draft_k > 0 ? b.node_budget : 0;
+  j["depth"] = req.spec.draft_k > 0 ? b.depth : 0;
+  j["branch"] = b.branch;
   j["prompt_tokens"] = prompt;
   j["n_prompt"] = s.n_prompt;
   j["tokens"] = r.tokens;

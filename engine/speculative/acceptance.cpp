@@ -27,26 +27,72 @@ Distribution residual(const Distribution& p, const Distribution& q) {
   return r;
 }
 
-ChainOutcome accept_chain(std::span<const int32_t> draft, std::span<const Distribution> q,
-                          std::span<const Distribution> p, bool greedy, Rng& rng) {
-  const size_t k = draft.size();
-  if (q.size() != k || p.size() != k + 1) throw std::invalid_argument("accept_chain: sizes");
-  ChainOutcome out;
-  for (size_t i = 0; i < k; ++i) {
+Distribution remove_token(const Distribution& d, int32_t x) {
+  Distribution r;
+  double sum = 0;
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    if (d.ids[i] == x || d.probs[i] <= 0) continue;
+    r.ids.push_back(d.ids[i]);
+    r.probs.push_back(d.probs[i]);
+    sum += d.probs[i];
+  }
+  if (sum <= 0) return d;
+  for (double& v : r.probs) v /= sum;
+  return r;
+}
+
+TreeOutcome accept_tree(const DraftTree& tree, std::span<const Distribution> p, bool greedy,
+                        Choices& choices) {
+  if (p.size() != tree.nodes.size() + 1) throw std::invalid_argument("accept_tree: p size");
+  TreeOutcome out;
+  int slot = 0;  // 0 = root, i + 1 = node i
+  for (;;) {
+    const std::vector<int32_t> kids = tree.children(slot);
+    const Distribution& p_here = p[static_cast<size_t>(slot)];
     if (greedy) {
-      const int32_t t = p[i].argmax();
-      if (draft[i] != t) {
+      const int32_t t = p_here.argmax();
+      const auto it = std::find_if(kids.begin(), kids.end(), [&](int32_t c) {
+        return tree.nodes[static_cast<size_t>(c)].token == t;
+      });
+      if (it == kids.end()) {
         out.next_token = t;
         return out;
       }
-    } else if (rng.uniform() >= accept_probability(p[i], q[i], draft[i])) {
-      out.next_token = residual(p[i], q[i]).sample(rng);
+      out.path.push_back(*it);
+      slot = *it + 1;
+      continue;
+    }
+    Distribution cur = p_here;
+    int32_t accepted = -1;
+    if (!kids.empty()) {
+      Distribution q = tree.child_q[static_cast<size_t>(slot)];
+      const ChildSampling mode = tree.child_mode[static_cast<size_t>(slot)];
+      for (int32_t c : kids) {
+        const int32_t x = tree.nodes[static_cast<size_t>(c)].token;
+        if (mode == ChildSampling::deterministic) {
+          // q is one-hot at x: accept with p(x); on rejection p loses x.
+          if (choices.bernoulli(std::min(1.0, cur.prob(x)))) {
+            accepted = c;
+            break;
+          }
+          cur = remove_token(cur, x);
+        } else {
+          if (choices.bernoulli(accept_probability(cur, q, x))) {
+            accepted = c;
+            break;
+          }
+          cur = residual(cur, q);
+          if (mode == ChildSampling::without_replacement) q = remove_token(q, x);
+        }
+      }
+    }
+    if (accepted < 0) {
+      out.next_token = choices.draw(cur);
       return out;
     }
-    ++out.n_accepted;
+    out.path.push_back(accepted);
+    slot = accepted + 1;
   }
-  out.next_token = greedy ? p[k].argmax() : p[k].sample(rng);
-  return out;
 }
 
 }  // namespace specchat

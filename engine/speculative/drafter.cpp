@@ -1,10 +1,45 @@
 #include "engine/speculative/drafter.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 
 #include "engine/model.h"
 
 namespace specchat {
+
+const char* tree_mode_name(TreeMode m) {
+  switch (m) {
+    case TreeMode::chain: return "chain";
+    case TreeMode::dynamic: return "dynamic";
+    case TreeMode::optimal: return "optimal";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Plain softmax (T = 1) of draft logits: the ranking that dynamic/static trees expand by.
+// Children chosen as a fixed function of it are deterministic (q one-hot in acceptance), so
+// any ranking keeps the output lossless; this one tracks the draft's own confidence.
+std::vector<std::pair<double, int32_t>> top_k_logprobs(std::span<const float> logits, int k) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
+  const double lse = mx + std::log(sum);
+  std::vector<int32_t> idx(logits.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  k = std::min<int>(k, static_cast<int>(idx.size()));
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+  });
+  std::vector<std::pair<double, int32_t>> out;
+  for (int i = 0; i < k; ++i) out.emplace_back(logits[static_cast<size_t>(idx[static_cast<size_t>(i)])] - lse, idx[static_cast<size_t>(i)]);
+  return out;
+}
+
+}  // namespace
 
 std::span<const float> ModelDrafter::feed_context(std::span<const int32_t> ctx) {
   KvCache& kv = m_.kv();
@@ -15,9 +50,9 @@ std::span<const float> ModelDrafter::feed_context(std::span<const int32_t> ctx) 
   std::span<const float> logits;
   while (keep < n) {
     const int len = std::min(n - keep, m_.max_batch());
-    const Batch b = Batch::chain(ctx.subspan(static_cast<size_t>(keep), static_cast<size_t>(len)), keep, false);
-    logits = m_.forward(b);
-    kv.commit(ctx.subspan(static_cast<size_t>(keep), static_cast<size_t>(len)));
+    const auto part = ctx.subspan(static_cast<size_t>(keep), static_cast<size_t>(len));
+    logits = m_.forward(Batch::chain(part, keep, false));
+    kv.commit(part);
     keep += len;
   }
   return logits;
@@ -39,25 +74,181 @@ void ModelDrafter::sync(std::span<const int32_t> ctx) {
   }
 }
 
-DraftChain ModelDrafter::propose(std::span<const int32_t> ctx, int k, const SamplingParams& params,
-                                 Rng& rng) {
-  DraftChain out;
+DraftTree ModelDrafter::propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
+                                const SamplingParams& params, Rng& rng) {
   const int n = static_cast<int>(ctx.size());
-  // Drafting d_i feeds d_{i-1} at position n + i - 2, which must fit the draft's context.
-  k = std::min(k, m_.n_ctx() - n + 1);
-  if (k <= 0 || n == 0 || n > m_.n_ctx()) return out;
+  if (n == 0 || n >= m_.n_ctx() || max_nodes <= 0 || budget.node_budget <= 0) return {};
+  // Tree nodes occupy draft slots n .. n + nodes - 1 while drafting.
+  max_nodes = std::min({max_nodes, budget.node_budget, m_.n_ctx() - n});
+  switch (budget.mode) {
+    case TreeMode::chain: return propose_chain(ctx, max_nodes, params, rng);
+    case TreeMode::dynamic: return propose_dynamic(ctx, budget, max_nodes, params);
+    case TreeMode::optimal: return propose_static(ctx, budget, max_nodes, params);
+  }
+  return {};
+}
+
+DraftTree ModelDrafter::propose_chain(std::span<const int32_t> ctx, int k, const SamplingParams& params,
+                                      Rng& rng) {
+  const int n = static_cast<int>(ctx.size());
   std::span<const float> logits = feed_context(ctx);
+  std::vector<int32_t> toks;
+  std::vector<Distribution> qs;
   for (int i = 0; i < k; ++i) {
     Distribution q = process_logits(logits, params);
     const int32_t t = params.greedy() ? q.ids[0] : q.sample(rng);
-    out.tokens.push_back(t);
-    out.q.push_back(std::move(q));
+    toks.push_back(t);
+    qs.push_back(std::move(q));
     if (i + 1 == k) break;
+    // Committed to the draft's cache: accepted drafts are reused by the next step.
     const int32_t one[1] = {t};
     logits = m_.forward(Batch::chain(one, n + i, false));
     m_.kv().commit(one);
   }
-  return out;
+  // Greedy drafts are the argmax (q one-hot); sampled drafts were drawn from q.
+  return DraftTree::chain(toks, std::move(qs),
+                          params.greedy() ? ChildSampling::deterministic : ChildSampling::with_replacement);
+}
+
+namespace {
+
+// Expands nodes of a tree being drafted: feeds them to the draft model in one tree-masked
+// forward (each sees the context, its ancestors and itself) and returns their logits.
+struct TreeFeeder {
+  LlamaModel& m;
+  int n;                        // committed context length: slots [0, n) are shared
+  std::vector<int32_t> slot;    // per tree node: its draft slot once fed, −1 before
+  int next_slot;
+
+  std::span<const float> feed(const DraftTree& t, const std::vector<int32_t>& nodes) {
+    Batch b;
+    b.kv_pos0 = next_slot;
+    b.n_prefix = n;
+    for (int32_t v : nodes) {
+      const DraftNode& nd = t.nodes[static_cast<size_t>(v)];
+      b.tokens.push_back(nd.token);
+      b.pos.push_back(n - 1 + nd.depth);
+      b.parent.push_back(-1);
+      b.parent_slot.push_back(nd.parent < 0 ? -1 : slot[static_cast<size_t>(nd.parent)]);
+      b.out_rows.push_back(static_cast<int32_t>(b.out_rows.size()));
+    }
+    for (size_t i = 0; i < nodes.size(); ++i) slot[static_cast<size_t>(nodes[i])] = next_slot + static_cast<int>(i);
+    next_slot += static_cast<int>(nodes.size());
+    return m.forward(b);
+  }
+};
+
+// Keeps the best `n_keep` nodes by cumulative log-probability (ties: earlier node first, so a
+// parent always precedes its children and the kept set is ancestor-closed) and renumbers them.
+DraftTree keep_best(const DraftTree& all, int n_keep) {
+  std::vector<int32_t> order(all.nodes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return all.nodes[static_cast<size_t>(a)].logp > all.nodes[static_cast<size_t>(b)].logp;
+  });
+  std::vector<uint8_t> keep(all.nodes.size(), 0);
+  for (int i = 0; i < std::min<int>(n_keep, static_cast<int>(order.size())); ++i) keep[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
+  DraftTree out;
+  std::vector<int32_t> remap(all.nodes.size(), -1);
+  for (size_t i = 0; i < all.nodes.size(); ++i) {
+    const DraftNode& nd = all.nodes[i];
+    if (!keep[i] || (nd.parent >= 0 && remap[static_cast<size_t>(nd.parent)] < 0)) continue;
+    remap[i] = out.add(nd.token, nd.parent < 0 ? -1 : remap[static_cast<size_t>(nd.parent)], nd.logp);
+  }
+  return out;  // every slot's children are deterministic (the default)
+}
+
+}  // namespace
+
+DraftTree ModelDrafter::propose_dynamic(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes,
+                                        const SamplingParams& /*params*/) {
+  const int n = static_cast<int>(ctx.size());
+  const int K = std::max(1, b.branch), D = std::max(1, b.depth);
+  // Every expanded node needs a draft slot; bound the expansion by the room left.
+  const int room = m_.n_ctx() - n;
+  DraftTree all;
+  for (const auto& [lp, tok] : top_k_logprobs(feed_context(ctx), K)) all.add(tok, -1, lp);
+  TreeFeeder f{m_, n, std::vector<int32_t>(), n};
+  std::vector<int32_t> level(all.nodes.size());
+  std::iota(level.begin(), level.end(), 0);
+  for (int d = 2; d <= D && !level.empty(); ++d) {
+    // Expand the top-K nodes of the newest level by cumulative log-probability (EAGLE-2 §4.1).
+    std::stable_sort(level.begin(), level.end(), [&](int32_t a, int32_t c) {
+      return all.nodes[static_cast<size_t>(a)].logp > all.nodes[static_cast<size_t>(c)].logp;
+    });
+    if (static_cast<int>(level.size()) > K) level.resize(static_cast<size_t>(K));
+    if (f.next_slot - n + static_cast<int>(level.size()) > room) break;
+    f.slot.resize(all.nodes.size(), -1);
+    const auto logits = f.feed(all, level);
+    const size_t nv = static_cast<size_t>(m_.config().n_vocab);
+    std::vector<int32_t> next;
+    for (size_t r = 0; r < level.size(); ++r) {
+      const int32_t v = level[r];
+      const double base = all.nodes[static_cast<size_t>(v)].logp;
+      for (const auto& [lp, tok] : top_k_logprobs(logits.subspan(r * nv, nv), K)) {
+        next.push_back(all.add(tok, v, base + lp));
+      }
+    }
+    level = std::move(next);
+  }
+  m_.kv().truncate(n);  // tree slots are scratch; the committed context stays cached
+  return keep_best(all, max_nodes);
+}
+
+DraftTree ModelDrafter::propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes,
+                                       const SamplingParams& /*params*/) {
+  const int n = static_cast<int>(ctx.size());
+  const int n_shape = std::min<int>(max_nodes, static_cast<int>(b.shape_parent.size()));
+  if (n_shape <= 0) return {};
+  // Fill the shape level by level: a node's token is the rank-th most likely token of its
+  // parent's draft distribution. Nodes of the shape whose parent was cut are skipped.
+  DraftTree t;
+  std::vector<int32_t> made(static_cast<size_t>(n_shape), -1);
+  TreeFeeder f{m_, n, std::vector<int32_t>(), n};
+  std::vector<std::vector<std::pair<double, int32_t>>> ranked;  // per tree slot (0 = root)
+  int max_rank = 0;
+  for (int i = 0; i < n_shape; ++i) max_rank = std::max(max_rank, b.shape_rank[static_cast<size_t>(i)] + 1);
+  ranked.push_back(top_k_logprobs(feed_context(ctx), max_rank));
+  std::vector<int32_t> shape_depth(static_cast<size_t>(n_shape), 1);
+  for (int i = 0; i < n_shape; ++i) {
+    const int32_t sp = b.shape_parent[static_cast<size_t>(i)];
+    if (sp >= 0) shape_depth[static_cast<size_t>(i)] = shape_depth[static_cast<size_t>(sp)] + 1;
+  }
+  const int depth = *std::max_element(shape_depth.begin(), shape_depth.end());
+  const size_t nv = static_cast<size_t>(m_.config().n_vocab);
+  for (int d = 1; d <= depth; ++d) {
+    // Feed the parents of this level (nodes of level d − 1 that have children) in one forward.
+    if (d > 1) {
+      std::vector<int32_t> parents;
+      for (int i = 0; i < n_shape; ++i) {
+        const int32_t sp = b.shape_parent[static_cast<size_t>(i)];
+        if (shape_depth[static_cast<size_t>(i)] == d && sp >= 0 && made[static_cast<size_t>(sp)] >= 0 &&
+            std::find(parents.begin(), parents.end(), made[static_cast<size_t>(sp)]) == parents.end()) {
+          parents.push_back(made[static_cast<size_t>(sp)]);
+        }
+      }
+      if (parents.empty()) break;
+      f.slot.resize(t.nodes.size(), -1);
+      ranked.resize(t.nodes.size() + 1);
+      const auto logits = f.feed(t, parents);
+      for (size_t r = 0; r < parents.size(); ++r) {
+        ranked[static_cast<size_t>(parents[r]) + 1] = top_k_logprobs(logits.subspan(r * nv, nv), max_rank);
+      }
+    }
+    for (int i = 0; i < n_shape; ++i) {
+      if (shape_depth[static_cast<size_t>(i)] != d) continue;
+      const int32_t sp = b.shape_parent[static_cast<size_t>(i)];
+      const int32_t parent = sp < 0 ? -1 : made[static_cast<size_t>(sp)];
+      if (sp >= 0 && parent < 0) continue;
+      const auto& cand = ranked[static_cast<size_t>(parent + 1)];
+      const int rank = b.shape_rank[static_cast<size_t>(i)];
+      if (rank >= static_cast<int>(cand.size())) continue;
+      const double base = parent < 0 ? 0.0 : t.nodes[static_cast<size_t>(parent)].logp;
+      made[static_cast<size_t>(i)] = t.add(cand[static_cast<size_t>(rank)].second, parent, base + cand[static_cast<size_t>(rank)].first);
+    }
+  }
+  m_.kv().truncate(n);
+  return t;
 }
 
 }  // namespace specchat

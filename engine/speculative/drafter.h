@@ -1,4 +1,4 @@
-// Drafters propose candidate continuations for the target to verify in one forward.
+// Drafters propose a draft tree for the target to verify in one forward.
 #pragma once
 
 #include <cstdint>
@@ -6,16 +6,25 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/speculative/draft_tree.h"
 
 namespace specchat {
 
 class LlamaModel;
 
-// A chain of drafted tokens and, for each, the distribution it was drawn from (q).
-// Empty is a legal outcome (FAULT-KINDS B14): the step is then a plain target decode.
-struct DraftChain {
-  std::vector<int32_t> tokens;   // [k]
-  std::vector<Distribution> q;   // [k]
+// Tree shape a step may use (node budget N = nodes sent to the target, not counting the root).
+enum class TreeMode { chain, dynamic, optimal };
+const char* tree_mode_name(TreeMode m);
+
+struct TreeBudget {
+  TreeMode mode = TreeMode::chain;
+  int node_budget = 4;  // N: at most this many nodes
+  int depth = 4;        // D: at most this deep (a chain has depth == node_budget)
+  int branch = 1;       // K: children expanded per node (dynamic)
+  // Static tree shape for TreeMode::optimal: for node i (parents first), its parent index
+  // (−1 = root) and the rank (0 = most likely) of its token among the parent's draft
+  // distribution. Built by SequoiaPlanner.
+  std::vector<int32_t> shape_parent, shape_rank;
 };
 
 class Drafter {
@@ -24,24 +33,32 @@ class Drafter {
   // Brings internal state in line with the committed context (e.g. prefills a draft model's
   // KV cache). Optional; propose() must work without it.
   virtual void sync(std::span<const int32_t> /*ctx*/) {}
-  // Proposes up to k tokens following ctx ([n_ctx_tokens], the committed sequence). Draws with
-  // the same processed sampling as the target (params), from rng.
-  virtual DraftChain propose(std::span<const int32_t> ctx, int k, const SamplingParams& params,
-                             Rng& rng) = 0;
+  // Proposes a tree continuing ctx ([n] committed tokens) within `budget` and with at most
+  // `max_nodes` nodes (room left in the context). Draws with the same processed sampling as the
+  // target (params), from rng. An empty tree is a legal outcome (B14).
+  virtual DraftTree propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
+                            const SamplingParams& params, Rng& rng) = 0;
 };
 
-// A small llama model drafting autoregressively (Leviathan et al. 2023). Its KV cache keeps the
-// longest prefix it shares with each new context, so accepted drafts are not recomputed.
+// A small llama model drafting autoregressively (Leviathan et al. 2023) as a chain, a dynamic
+// tree (EAGLE-2, Li et al. 2024: expand the top-K frontier nodes by cumulative draft
+// log-probability for D steps, rerank, keep the best N), or a static optimal tree shape
+// (Sequoia). Its KV cache keeps the longest prefix it shares with each new context.
 class ModelDrafter : public Drafter {
  public:
   explicit ModelDrafter(LlamaModel& model) : m_(model) {}
   void sync(std::span<const int32_t> ctx) override;
-  DraftChain propose(std::span<const int32_t> ctx, int k, const SamplingParams& params,
-                     Rng& rng) override;
+  DraftTree propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
+                    const SamplingParams& params, Rng& rng) override;
 
  private:
   // Feeds ctx[common..n) so the cache holds all of ctx; returns logits of the last row.
   std::span<const float> feed_context(std::span<const int32_t> ctx);
+  DraftTree propose_chain(std::span<const int32_t> ctx, int k, const SamplingParams& params, Rng& rng);
+  DraftTree propose_dynamic(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes,
+                            const SamplingParams& params);
+  DraftTree propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes,
+                           const SamplingParams& params);
   LlamaModel& m_;
 };
 

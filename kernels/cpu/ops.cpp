@@ -87,16 +87,17 @@ void attention(const AttentionArgs& a) {
   const int group = a.n_head / a.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
   const int n_keys = a.kv_pos0 + a.n_tokens;
+  const int n_masked = n_keys - a.n_prefix;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int i = 0; i < a.n_tokens; ++i) {
-    const uint8_t* vis = a.visible + static_cast<int64_t>(i) * a.n_tokens;
+    const uint8_t* vis = a.visible + static_cast<int64_t>(i) * n_masked;
     for (int h = 0; h < a.n_head; ++h) {
       const int hk = h / group;
       const float* q = a.q + (static_cast<int64_t>(i) * a.n_head + h) * a.head_dim;
       float* s = a.scratch;
       float mx = neg_inf;
       for (int j = 0; j < n_keys; ++j) {
-        if (j >= a.kv_pos0 && !vis[j - a.kv_pos0]) {
+        if (j >= a.n_prefix && !vis[j - a.n_prefix]) {
           s[j] = neg_inf;
           continue;
         }

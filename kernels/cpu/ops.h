@@ -28,22 +28,23 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // x[n] += y[n]
 void add_inplace(float* x, const float* y, int64_t n);
 
-// Attention of a batch of query tokens over a KV cache with a prefix and tree mask.
+// Attention of a batch of query tokens over a KV cache with a shared prefix and a tree mask.
 // q [n_tokens, n_head, head_dim]; k_cache/v_cache: row s at k_cache + s * kv_stride, each row
-// [n_head_kv, head_dim]; batch token i sits in slot kv_pos0 + i. Token i attends to slots
-// [0, kv_pos0) and to the batch slots of its ancestors and itself: visible[i * n_tokens + j]
-// != 0 when batch token j is visible to i. out [n_tokens, n_head, head_dim].
-// GQA: query head h reads kv head h / (n_head / n_head_kv).
+// [n_head_kv, head_dim]; batch token i sits in slot kv_pos0 + i. Every token attends to slots
+// [0, n_prefix); slot n_prefix + j (j < kv_pos0 + n_tokens − n_prefix) is visible to token i
+// when visible[i * n_masked + j] != 0, with n_masked = kv_pos0 + n_tokens − n_prefix.
+// out [n_tokens, n_head, head_dim]. GQA: query head h reads kv head h / (n_head / n_head_kv).
 struct AttentionArgs {
   const float* q;
   const float* k_cache;
   const float* v_cache;
   int64_t kv_stride;     // floats between consecutive slots
   int kv_pos0;
+  int n_prefix;
   int n_tokens, n_head, n_head_kv, head_dim;
-  const uint8_t* visible;  // [n_tokens, n_tokens]
+  const uint8_t* visible;  // [n_tokens, n_masked]
   float* out;
-  float* scratch;        // [n_tokens * (kv_pos0 + n_tokens)] score buffer
+  float* scratch;        // [kv_pos0 + n_tokens] score buffer
 };
 void attention(const AttentionArgs& a);
 
