@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/calibrate.h"
 #include "app/cli/options.h"
 #include "app/cli/report.h"
 #include "engine/model_pair.h"
@@ -65,10 +66,12 @@ int cmd_generate(const cli::CommonOptions& o) {
   Loaded l = load(o, o.draft_k > 0 && o.drafter == "model");
   const int k = effective_k(o, l.pair);
   Generator g(*l.pair.target, l.pair.draft.get());
-  const GenerateRequest req = cli::make_request(o, l.prompt, k);
+  GenerateRequest req = cli::make_request(o, l.prompt, k);
+  const json plan = cli::plan_tree(o, l.pair, req);
   const GenerationResult r = run_one(g, *l.pair.target, l.pair.draft.get(), req, !o.json);
   if (o.json) {
     json j = cli::result_json(r, l.prompt, req, k > 0 ? "speculative" : "baseline");
+    if (!plan.is_null()) j["tree_plan"] = plan;
     j["warnings"] = l.pair.warnings;
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
@@ -90,7 +93,9 @@ int cmd_compare(const cli::CommonOptions& o) {
   Loaded l = load(o, o.drafter == "model");
   const int k = effective_k(o, l.pair);
   Generator g(*l.pair.target, l.pair.draft.get());
-  const GenerateRequest base_req = cli::make_request(o, l.prompt, 0), spec_req = cli::make_request(o, l.prompt, k);
+  const GenerateRequest base_req = cli::make_request(o, l.prompt, 0);
+  GenerateRequest spec_req = cli::make_request(o, l.prompt, k);
+  const json plan = cli::plan_tree(o, l.pair, spec_req);
   const GenerationResult base = run_one(g, *l.pair.target, l.pair.draft.get(), base_req, false);
   const GenerationResult spec = run_one(g, *l.pair.target, l.pair.draft.get(), spec_req, false);
   const long diff = first_difference(base.tokens, spec.tokens);
@@ -99,6 +104,7 @@ int cmd_compare(const cli::CommonOptions& o) {
     json j;
     j["baseline"] = cli::result_json(base, l.prompt, base_req, "baseline");
     j["speculative"] = cli::result_json(spec, l.prompt, spec_req, "speculative");
+    if (!plan.is_null()) j["speculative"]["tree_plan"] = plan;
     j["identical"] = diff < 0;
     j["first_difference"] = diff < 0 ? json(nullptr) : json(diff);
     j["speedup"] = speedup;
@@ -134,10 +140,22 @@ int main(int argc, char** argv) {
   cli::add_common_options(*gen, gen_o);
   CLI::App* cmp = app.add_subcommand("compare", "baseline then speculative on the same prompt");
   cli::add_common_options(*cmp, cmp_o);
+  cli::CalibrateOptions cal_o;
+  CLI::App* cal = app.add_subcommand("calibrate", "measure the draft's acceptance by rank and forward timings");
+  cli::add_calibrate_options(*cal, cal_o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (cal->parsed()) {
+    try {
+      return cli::cmd_calibrate(cal_o);
+    } catch (const std::exception& e) {
+      if (cal_o.json) std::cout << error_json(e).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+      else std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
   }
   cli::CommonOptions& o = gen->parsed() ? gen_o : cmp_o;
   CLI::App* sub = gen->parsed() ? gen : cmp;

@@ -10,8 +10,10 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
       ->check(CLI::Range(0, 64));
   cmd.add_option("--drafter", o.drafter, "who drafts: model (the draft model), ngram (prompt lookup) or none")
       ->check(CLI::IsMember({"model", "ngram", "none"}));
-  cmd.add_option("--tree", o.tree, "draft shape: chain (draft-k tokens), dynamic (EAGLE-2) or optimal (Sequoia)")
-      ->check(CLI::IsMember({"chain", "dynamic", "optimal"}));
+  cmd.add_option("--tree", o.tree,
+                 "draft shape: chain (draft-k tokens), dynamic (EAGLE-2), optimal (Sequoia, from the pair's "
+                 "calibration) or auto (N, D and shape chosen from measured timings)")
+      ->check(CLI::IsMember({"chain", "dynamic", "optimal", "auto"}));
   cmd.add_option("--node-budget", o.node_budget, "tree nodes sent to the target per step")->check(CLI::Range(1, 127));
   cmd.add_option("--depth", o.depth, "maximum tree depth")->check(CLI::Range(1, 64));
   cmd.add_option("--branch", o.branch, "children expanded per node (dynamic trees)")->check(CLI::Range(1, 32));

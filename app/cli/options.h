@@ -14,7 +14,7 @@ struct CommonOptions {
   std::string draft = "bundled";  // draft GGUF, "bundled", or "none"
   int draft_k = 4;
   std::string drafter = "model";  // model | ngram | none
-  std::string tree = "chain";     // chain | dynamic | optimal
+  std::string tree = "chain";     // chain | dynamic | optimal | auto
   int node_budget = 16;
   int depth = 5;
   int branch = 3;

@@ -17,8 +17,8 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -138,6 +138,23 @@ Args cli(const std::string& sub, const Args& extra, const std::string& model = "
   return a;
 }
 
+// What `generate` streams without --json: the text written token by token, before the blank
+// line and the stats line. The output must be valid UTF-8 (incomplete characters held back).
+std::string streamed_text(const Args& extra, const std::string& model = "", const std::string& draft = "") {
+  Args a{"generate", "--model", model.empty() ? models().target : model, "--draft",
+         draft.empty() ? models().draft : draft};
+  a.insert(a.end(), extra.begin(), extra.end());
+  const test::CliResult r = test::run_cli(a);
+  INFO(r.describe());
+  REQUIRE(r.exited_cleanly());
+  REQUIRE(r.exit_code == 0);
+  CHECK(utf8_valid(r.out));
+  const size_t end = r.out.rfind("\n\n");
+  REQUIRE(end != std::string::npos);
+  CHECK_THAT(r.out.substr(end), Contains(" tokens, "));
+  return r.out.substr(0, end);
+}
+
 std::vector<int32_t> toks(const json& r) { return r.at("tokens").get<std::vector<int32_t>>(); }
 
 std::vector<int32_t> prefix(const std::vector<int32_t>& v, size_t n) {
@@ -195,8 +212,12 @@ void check_result(const json& r, const std::string& where) {
   CHECK(flag_sum == accepted);
   CHECK(r.at("n_empty_drafts").get<int>() >= 0);
   CHECK(r.at("n_empty_drafts").get<int>() <= steps);
+  // Steps by number of accepted drafts: [depth + 1] (a chain's depth is k; older CLIs report
+  // no depth). A step drafts at most max(k, node budget) tokens.
+  const int depth = r.contains("depth") ? r.at("depth").get<int>() : k;
+  const int per_step = std::max(k, r.contains("node_budget") ? r.at("node_budget").get<int>() : 0);
   const auto hist = r.at("accepted_hist").get<std::vector<int>>();
-  CHECK(hist.size() == static_cast<size_t>(k) + 1);
+  CHECK(hist.size() == static_cast<size_t>(depth) + 1);
   long hist_steps = 0, hist_accepted = 0;
   for (size_t i = 0; i < hist.size(); ++i) {
     hist_steps += hist[i];
@@ -204,7 +225,7 @@ void check_result(const json& r, const std::string& where) {
   }
   CHECK(hist_steps == steps);
   CHECK(hist_accepted >= accepted);  // the histogram counts before clipping at N / a stop
-  CHECK(drafted <= static_cast<long>(k) * steps);
+  CHECK(drafted <= static_cast<long>(per_step) * steps);
   if (r.at("mode") == "baseline") CHECK(drafted == 0);
   // α and τ from the same counts.
   const double alpha = num(r, "acceptance_rate"), tau = num(r, "mean_accepted_length");
@@ -314,6 +335,28 @@ void expect_length(const json& r, int n) {
   }
 }
 
+// Whether this specchat-cli has the n-gram (prompt lookup) drafter, `--draft ngram`. Parts of
+// the tests that need it are skipped, with a warning, when it has not.
+bool ngram_supported() {
+  static const bool yes = [] {
+    const test::CliResult r =
+        test::run_cli(cli("generate", {"--draft-k", "2", "-n", "1", "--prompt", "x"}, "", "ngram"));
+    return r.exit_code == 0 && r.json_ok && r.json.value("drafter", "") == "ngram";
+  }();
+  if (!yes) WARN("specchat-cli has no --draft ngram: n-gram cases skipped");
+  return yes;
+}
+
+// Whether this specchat-cli drafts trees (`--tree dynamic|optimal`); skipped, warned, if not.
+bool trees_supported() {
+  static const bool yes = [] {
+    const test::CliResult r = test::run_cli(cli("generate", {"--tree", "dynamic", "-n", "1", "--prompt", "x"}));
+    return r.exit_code == 0 && r.json_ok && r.json.value("tree", "") == "dynamic";
+  }();
+  if (!yes) WARN("specchat-cli has no --tree: tree cases skipped");
+  return yes;
+}
+
 // A copy of `src` with every f32 / f16 / bf16 tensor filled with small random values.
 GgufBuilder random_weights(const GgufFile& src, uint32_t seed) {
   GgufBuilder b = GgufBuilder::from_file(src);
@@ -362,6 +405,40 @@ TEST_CASE("cli B01: greedy compare is identical for every k, incl. a 1-token pro
       CHECK(j.at("speculative").at("draft_k") == k);
       CHECK(j.at("speculative").at("mode") == "speculative");
       if (p[1].empty()) CHECK(j.at("baseline").at("n_prompt") == 1);
+    }
+  }
+}
+
+TEST_CASE("cli B01/B13: greedy compare with the n-gram drafter is identical, incl. a 1-token context",
+          "[model][cli]") {
+  if (!ngram_supported()) return;
+  const std::vector<std::pair<Args, std::vector<int>>> cases = {
+      {{"--prompt", "Once upon a time"}, {1, 2, 3, 4, 8, 16}},
+      {{"--chat", "Tom has 3 apples and buys 5 more. How many does he have?"}, {1, 8}},
+      {{"--prompt", ""}, {1, 8}},  // BOS only: nothing to look up at first
+  };
+  for (const auto& [p, ks] : cases) {
+    for (int k : ks) {
+      Args extra{"--draft-k", S(k), "--temp", "0", "-n", "40"};
+      extra.insert(extra.end(), p.begin(), p.end());
+      INFO("ngram " << p[0] << " '" << p[1] << "' k " << k);
+      const json j = run_ok(cli("compare", extra, "", "ngram")).json;
+      expect_identical(j);
+      CHECK(j.at("speculative").at("drafter") == "ngram");
+    }
+  }
+}
+
+TEST_CASE("cli B01: greedy compare with draft trees is identical", "[model][cli]") {
+  if (!trees_supported()) return;
+  for (const char* tree : {"dynamic", "optimal"}) {
+    for (const Args& p : {Args{"--prompt", "Once upon a time"}, Args{"--prompt", ""}}) {
+      Args extra{"--tree", tree, "--temp", "0", "-n", "40"};
+      extra.insert(extra.end(), p.begin(), p.end());
+      INFO("tree " << tree << " prompt '" << p[1] << "'");
+      const json j = run_ok(cli("compare", extra)).json;
+      expect_identical(j);
+      CHECK(j.at("speculative").at("tree") == tree);
     }
   }
 }
@@ -436,6 +513,14 @@ TEST_CASE("cli B04: the same seed gives identical sampled tokens, also next to a
     REQUIRE(rb.exit_code == 0);
     REQUIRE(rb.json_ok);
     check_output(rb.json, rb.wall_ms);
+  }
+  // The same with the n-gram drafter.
+  if (ngram_supported()) {
+    const Args ng = cli("generate", {"--draft-k", "4", "--temp", "1.5", "--seed", "42", "-n", "32", "--prompt",
+                                     "Once upon a time. Once upon a time."},
+                        "", "ngram");
+    const json n1 = run_ok(ng).json;
+    CHECK(toks(run_ok(ng).json) == toks(n1));
   }
   // Different seeds, different output.
   auto seeded = [](int seed) {
@@ -742,6 +827,13 @@ TEST_CASE("cli B07: a stop string inside the last block ends generation there, f
     }
   }
 
+  // Streaming (no --json) holds back text that may start the stop, and never shows it.
+  for (int k : {1, 4, 8}) {
+    INFO("streamed, k " << k);
+    CHECK(streamed_text({"--draft-k", S(k), "--temp", "0", "-n", S(j + 3), "--prompt", c.prompt, "--stop", stop}) ==
+          c.full.substr(0, c.start[static_cast<size_t>(j)]));
+  }
+
   // A stop that starts inside token i-1 and ends in token i: token i-1 reaches into it, so only
   // i-1 tokens are kept.
   int i2 = -1;
@@ -778,6 +870,9 @@ TEST_CASE("cli B07: a stop string inside the last block ends generation there, f
         }
       }
     }
+    INFO("streamed, k " << k);
+    CHECK(streamed_text({"--draft-k", S(k), "--temp", "0", "-n", S(i2 + 3), "--prompt", c.prompt, "--stop", stop2}) ==
+          c.full.substr(0, c.start[static_cast<size_t>(i2 - 1)]));
   }
 }
 
@@ -812,6 +907,25 @@ TEST_CASE("cli B09/B10: exactly N tokens for every N, equal to the baseline's fi
                                            prompt}))
                        .json;
     expect_length(r, n);
+  }
+  if (ngram_supported()) {
+    for (int n : {0, 1, k - 1, k, k + 1, 2 * k}) {
+      INFO("ngram T=0 -n " << n);
+      const json r =
+          run_ok(cli("generate", {"--draft-k", S(k), "--temp", "0", "-n", S(n), "--prompt", prompt}, "", "ngram")).json;
+      CHECK(toks(r) == prefix(bt, static_cast<size_t>(n)));
+      if (static_cast<int>(bt.size()) >= n) expect_length(r, n);
+    }
+  }
+  if (trees_supported()) {
+    for (const char* tree : {"dynamic", "optimal"}) {
+      for (int n : {0, 1, 4, 5, 6, 12}) {  // around the default depth 5 (blocks of up to 6 tokens)
+        INFO("tree " << tree << " T=0 -n " << n);
+        const json r = run_ok(cli("generate", {"--tree", tree, "--temp", "0", "-n", S(n), "--prompt", prompt})).json;
+        CHECK(toks(r) == prefix(bt, static_cast<size_t>(n)));
+        if (static_cast<int>(bt.size()) >= n) expect_length(r, n);
+      }
+    }
   }
   {  // -n 0 generates nothing and is no error
     for (const char* sub : {"generate", "compare"}) {
@@ -864,10 +978,22 @@ TEST_CASE("cli B12: a prompt longer than the context is refused; prompts at the 
     CHECK(e2.at("kind") == "prompt_too_long");
     CHECK_THAT(e2.at("message").get<std::string>(), Contains("prompt has " + S(C + 1) + " tokens, context is " + S(C)));
   }
-  for (int L : {C, C - 1, C - 2, C - k, C - k - 1}) {
-    INFO("prompt of " << L << " tokens, --ctx " << C);
-    const json j = run_ok(cli("compare", {"--ctx", S(C), "--draft-k", S(k), "-n", S(N), "--prompt",
-                                          text_of_tokens(L - 1)}))
+  struct Boundary {
+    int L, k;
+    std::string draft;
+  };
+  std::vector<Boundary> cases;
+  for (int L : {C, C - 1, C - 2, C - k, C - k - 1}) cases.push_back({L, k, ""});
+  for (int L : {C, C - 5}) cases.push_back({L, 16, ""});  // drafts clipped to the room left
+  if (ngram_supported()) {
+    for (int L : {C, C - 5}) cases.push_back({L, 16, "ngram"});
+  }
+  for (const Boundary& b : cases) {
+    const int L = b.L;
+    INFO("prompt of " << L << " tokens, --ctx " << C << ", k " << b.k << " " << b.draft);
+    const json j = run_ok(cli("compare", {"--ctx", S(C), "--draft-k", S(b.k), "-n", S(N), "--prompt",
+                                          text_of_tokens(L - 1)},
+                              "", b.draft))
                        .json;
     expect_identical(j);
     for (const char* side : {"baseline", "speculative"}) {
@@ -939,6 +1065,16 @@ TEST_CASE("cli B14: --draft-k 0 and --draft none decode plainly and report nothi
   const json j = run_ok(cli("compare", {"--draft-k", "0", "-n", "16", "--temp", "0", "--prompt", "Once upon a time"})).json;
   expect_identical(j);
   CHECK(j.at("speculative").at("n_drafted") == 0);
+  // The n-gram drafter on a prompt with no repeated n-gram: steps with an empty draft are plain
+  // target steps, not errors.
+  if (ngram_supported()) {
+    const json ng = run_ok(cli("compare", {"--draft-k", "8", "-n", "32", "--temp", "0", "--prompt",
+                                           "Quick brown foxes jump over lazy dogs near misty hills"},
+                               "", "ngram"))
+                        .json;
+    expect_identical(ng);
+    CHECK(ng.at("speculative").at("n_empty_drafts").get<int>() > 0);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -993,7 +1129,10 @@ TEST_CASE("cli B17: N cuts through byte-fallback characters give valid UTF-8 JSO
       for (int32_t id : ids) generated_bytes |= vocab().types[static_cast<size_t>(id)] == TokenType::byte;
     }
   }
-  if (!generated_bytes) WARN("the model emitted no byte-fallback token after '" << prompt << "'");
+  if (!generated_bytes) {
+    WARN("the model emitted no byte-fallback token after '" << prompt
+                                                            << "'; the swapped-byte-piece case below cuts inside characters");
+  }
 }
 
 TEST_CASE("cli B17: cuts inside multi-byte characters the model does emit (byte pieces swapped in)",
@@ -1062,6 +1201,9 @@ TEST_CASE("cli B17: cuts inside multi-byte characters the model does emit (byte 
       CHECK(s.at("text").get<std::string>() == utf8_sanitize(bytes));
       if (utf8_complete_prefix(bytes) < bytes.size()) ++cut_inside;
     }
+    // Streamed, the same text arrives in valid UTF-8 pieces.
+    CHECK(streamed_text({"--draft-k", "8", "--temp", "0", "-n", S(n), "--prompt", ""}, t, d) ==
+          r.json.at("speculative").at("text").get<std::string>());
   }
   CHECK(cut_inside > 0);  // some -n really ended inside a character
 }

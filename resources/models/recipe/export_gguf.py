@@ -187,7 +187,7 @@ TOKENIZER_STRINGS = [
 ]
 
 
-def heldout_prompts(n_each=40):
+def heldout_prompts(n_each=60):
     """Prompts from the held-out data (never trained on): story openings as raw text, GSM8K
     test questions as chat turns. Used by the greedy-identity tests and benchmarks."""
     import random

@@ -1,0 +1,124 @@
+#include "engine/speculative/calibration.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "engine/model.h"
+
+namespace specchat {
+
+int64_t RankCounts::positions() const {
+  int64_t n = misses;
+  for (int64_t h : hits) n += h;
+  return n;
+}
+
+std::vector<double> RankCounts::accept_by_rank() const {
+  const int64_t n = positions();
+  std::vector<double> a(hits.size(), 0.0);
+  if (n == 0) return a;
+  for (size_t r = 0; r < hits.size(); ++r) a[r] = static_cast<double>(hits[r]) / static_cast<double>(n);
+  return a;
+}
+
+int draft_rank(std::span<const float> logits, int32_t id) {
+  const float x = logits[static_cast<size_t>(id)];
+  int rank = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] > x || (logits[i] == x && static_cast<int32_t>(i) < id)) ++rank;
+  }
+  return rank;
+}
+
+void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from, RankCounts& counts) {
+  const int n = static_cast<int>(ctx.size());
+  if (from < 1 || from > n || n > draft.n_ctx()) throw std::invalid_argument("count_draft_ranks: context does not fit");
+  const size_t nv = static_cast<size_t>(draft.config().n_vocab);
+  const int R = static_cast<int>(counts.hits.size());
+  KvCache& kv = draft.kv();
+  kv.truncate(0);
+  // Row i of the forward over ctx[0..n − 1) predicts ctx[i + 1].
+  for (int start = 0; start < n - 1;) {
+    const int len = std::min(n - 1 - start, draft.max_batch());
+    const auto part = ctx.subspan(static_cast<size_t>(start), static_cast<size_t>(len));
+    const auto logits = draft.forward(Batch::chain(part, start, true));
+    kv.commit(part);
+    for (int r = 0; r < len; ++r) {
+      const int i = start + r + 1;
+      if (i < from) continue;
+      const int rank = draft_rank(logits.subspan(static_cast<size_t>(r) * nv, nv), ctx[static_cast<size_t>(i)]);
+      if (rank < R) counts.hits[static_cast<size_t>(rank)]++;
+      else counts.misses++;
+    }
+    start += len;
+  }
+  kv.truncate(0);
+}
+
+namespace {
+
+// Median time (ms) of `reps` forwards of `b` after one warm-up.
+double time_forward(LlamaModel& m, const Batch& b, int reps) {
+  using Clock = std::chrono::steady_clock;
+  m.forward(b);
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(1, reps); ++i) {
+    const auto t0 = Clock::now();
+    m.forward(b);
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// A batch of `len` tokens at slot `at` continuing the context (a chain of real tokens taken
+// cyclically from ctx, starting with ctx[at]; attention cost depends on the length, not the shape), all rows' logits.
+Batch timing_batch(std::span<const int32_t> ctx, int at, int len) {
+  std::vector<int32_t> toks;
+  for (int i = 0; i < len; ++i) toks.push_back(ctx[static_cast<size_t>(at + i) % ctx.size()]);
+  return Batch::chain(toks, at, true);
+}
+
+// Prefills ctx[0 .. n − 1) so the next forward starts at slot n − 1.
+void prefill(LlamaModel& m, std::span<const int32_t> ctx) {
+  KvCache& kv = m.kv();
+  kv.truncate(0);
+  const int n = static_cast<int>(ctx.size());
+  for (int start = 0; start < n - 1;) {
+    const int len = std::min(n - 1 - start, m.max_batch());
+    const auto part = ctx.subspan(static_cast<size_t>(start), static_cast<size_t>(len));
+    m.forward(Batch::chain(part, start, false));
+    kv.commit(part);
+    start += len;
+  }
+}
+
+}  // namespace
+
+StepTimings measure_step_timings(LlamaModel& target, LlamaModel* draft, std::span<const int32_t> ctx,
+                                 const std::vector<int>& verify_nodes, const std::vector<int>& draft_widths,
+                                 int reps) {
+  if (ctx.empty()) throw std::invalid_argument("measure_step_timings: empty context");
+  StepTimings t;
+  const int n = static_cast<int>(ctx.size());
+  prefill(target, ctx);
+  for (int N : verify_nodes) {
+    if (N < 0 || N + 1 > target.max_batch() || n - 1 + N + 1 > target.n_ctx()) continue;
+    t.verify_nodes.push_back(N);
+    t.verify_ms.push_back(time_forward(target, timing_batch(ctx, n - 1, N + 1), reps));
+  }
+  target.kv().truncate(0);
+  if (draft) {
+    prefill(*draft, ctx);
+    for (int w : draft_widths) {
+      if (w < 1 || w > draft->max_batch() || n - 1 + w > draft->n_ctx()) continue;
+      t.draft_widths.push_back(w);
+      t.draft_ms.push_back(time_forward(*draft, timing_batch(ctx, n - 1, w), reps));
+    }
+    draft->kv().truncate(0);
+  }
+  return t;
+}
+
+}  // namespace specchat

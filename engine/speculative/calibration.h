@@ -1,0 +1,45 @@
+// Measurements behind static optimal trees and the budget choice (issue 3; Sequoia, Chen et
+// al. 2024, §3.1 acceptance vector and §3.3 hardware-aware optimizer): the draft's
+// acceptance-by-rank vector on held-out text, and forward timings of both models.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/speculative/budget.h"
+
+namespace specchat {
+
+class LlamaModel;
+
+// Ranks of the target's greedy tokens in the draft's distribution.
+struct RankCounts {
+  std::vector<int64_t> hits;  // [R]: positions where the target's token had draft rank r
+  int64_t misses = 0;         // positions where it had rank ≥ R
+  int64_t positions() const;
+  // a[r] = hits[r] / positions() ([R]; all 0 when nothing was counted).
+  std::vector<double> accept_by_rank() const;
+};
+
+// Rank of token `id` in `logits` ([n_vocab]) ordered by logit, highest first, ties by lower id
+// (the order ModelDrafter expands children in): the number of ids ranked before it.
+int draft_rank(std::span<const float> logits, int32_t id);
+
+// Feeds ctx ([n] ids, n ≤ draft.n_ctx()) to the draft from an empty cache in chunks of
+// max_batch and, for every i in [from, n), counts the draft rank of ctx[i] given ctx[0..i)
+// into `counts` (sized to R = counts.hits.size()). 1 ≤ from ≤ n. Leaves the draft's cache
+// empty. Throws std::invalid_argument when ctx does not fit.
+void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from, RankCounts& counts);
+
+// Times forwards on the real context ctx ([n] ids, n ≥ 1): the target verifying N tree nodes
+// (a forward of N + 1 tokens at slot n − 1, every row's logits) for each N in verify_nodes, and
+// (when draft is not null) the draft feeding w tokens for each w in draft_widths. Each time is
+// the median over `reps` forwards after one warm-up, in ms. Node counts / widths that do not
+// fit (max_batch, n_ctx) are left out, so ctx should leave room for the largest. Both caches
+// are left empty. Without a draft, draft_widths/draft_ms are empty (the result is not valid()).
+StepTimings measure_step_timings(LlamaModel& target, LlamaModel* draft, std::span<const int32_t> ctx,
+                                 const std::vector<int>& verify_nodes, const std::vector<int>& draft_widths,
+                                 int reps);
+
+}  // namespace specchat
