@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/bench.h"
 #include "app/cli/calibrate.h"
 #include "app/cli/options.h"
 #include "app/cli/report.h"
@@ -143,6 +144,9 @@ int main(int argc, char** argv) {
   cli::CalibrateOptions cal_o;
   CLI::App* cal = app.add_subcommand("calibrate", "measure the draft's acceptance by rank and forward timings");
   cli::add_calibrate_options(*cal, cal_o);
+  cli::BenchOptions bench_o;
+  CLI::App* bench = app.add_subcommand("bench", "tau and tokens/s against node budget: chains, trees, n-gram");
+  cli::add_bench_options(*bench, bench_o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -154,6 +158,14 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       if (cal_o.json) std::cout << error_json(e).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
       else std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (bench->parsed()) {
+    try {
+      return cli::cmd_bench(bench_o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
       return 1;
     }
   }

@@ -1,0 +1,143 @@
+#include "app/cli/bench.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/calibrate.h"
+#include "engine/model_pair.h"
+
+namespace specchat::cli {
+
+using nlohmann::json;
+
+void add_bench_options(CLI::App& cmd, BenchOptions& o) {
+  CommonOptions& c = o.common;
+  cmd.add_option("--model,-m", c.model, "target model GGUF (default: the bundled target)");
+  cmd.add_option("--draft,-d", c.draft, "draft model GGUF or 'bundled' (default)");
+  cmd.add_option("-n,--max-tokens", c.n, "tokens generated per prompt")->check(CLI::Range(1, 4096));
+  cmd.add_option("--threads", c.threads, "BLAS threads (0 = all cores)")->check(CLI::Range(0, 256));
+  cmd.add_option("--prompts", o.prompts, "held-out prompts JSON (default tests/data/heldout_prompts.json)");
+  cmd.add_option("--max-prompts", o.max_prompts, "prompts used (story and chat prompts alternate)")
+      ->check(CLI::Range(1, 10000));
+  cmd.add_option("--budgets", o.budgets, "node budgets for the tree configurations")->delimiter(',');
+  cmd.add_option("--chain-k", o.chain_ks, "draft lengths for the chain configurations")->delimiter(',');
+  cmd.add_option("--out", o.out, "write the full report as JSON here");
+}
+
+namespace {
+
+struct Config {
+  std::string name;       // e.g. "dynamic N=16"
+  std::string family;     // baseline, chain, dynamic, optimal, ngram
+  int budget = 0;
+  GenerateRequest req;    // prompt filled per run
+};
+
+struct Totals {
+  long tokens = 0, steps = 0, drafted = 0, accepted = 0, identical = 0, runs = 0;
+  double decode_ms = 0;
+};
+
+std::vector<std::pair<std::string, std::string>> load_prompts(const std::string& path, int max_prompts) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open prompts file " + path);
+  const json j = json::parse(in);
+  std::vector<std::pair<std::string, std::string>> text, chat, out;
+  for (const auto& p : j.at("prompts")) {
+    (p.at("kind") == "chat" ? chat : text).emplace_back(p.at("kind").get<std::string>(), p.at("text").get<std::string>());
+  }
+  for (size_t i = 0; static_cast<int>(out.size()) < max_prompts && (i < text.size() || i < chat.size()); ++i) {
+    if (i < text.size()) out.push_back(text[i]);
+    if (i < chat.size() && static_cast<int>(out.size()) < max_prompts) out.push_back(chat[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_bench(BenchOptions& o) {
+  CommonOptions& c = o.common;
+  PairOptions po;
+  po.target_path = c.model;
+  po.draft_path = c.draft == "bundled" ? bundled_draft_path() : c.draft;
+  po.n_threads = c.threads;
+  ModelPair pair = ModelPair::load(po);
+  const std::string prompts_path = o.prompts.empty() ? std::string(SPECCHAT_SOURCE_DIR) + "/tests/data/heldout_prompts.json" : o.prompts;
+  const auto prompts = load_prompts(prompts_path, o.max_prompts);
+
+  auto make = [&](const std::string& family, int budget, const std::string& tree, int depth, int branch,
+                  const std::string& drafter) {
+    CommonOptions oc = c;
+    oc.tree = tree;
+    oc.node_budget = budget;
+    oc.depth = depth;
+    oc.branch = branch;
+    oc.drafter = drafter;
+    Config cfg;
+    cfg.family = family;
+    cfg.budget = budget;
+    cfg.name = family == "baseline" ? "baseline" : family + " N=" + std::to_string(budget);
+    cfg.req = make_request(oc, {}, family == "baseline" ? 0 : budget);
+    if (tree == "optimal") plan_tree(oc, pair, cfg.req);
+    return cfg;
+  };
+  std::vector<Config> cfgs;
+  cfgs.push_back(make("baseline", 0, "chain", 1, 1, "none"));
+  for (int k : o.chain_ks) cfgs.push_back(make("chain", k, "chain", k, 1, "model"));
+  for (int b : o.budgets) cfgs.push_back(make("dynamic", b, "dynamic", std::min(b, 6), b >= 16 ? 4 : 2, "model"));
+  for (int b : o.budgets) cfgs.push_back(make("optimal", b, "optimal", std::min(b, 8), 1, "model"));
+  for (int b : {8, 16}) cfgs.push_back(make("ngram", b, b == 8 ? "chain" : "dynamic", 8, 3, "ngram"));
+
+  std::vector<Totals> tot(cfgs.size());
+  bool all_identical = true;
+  for (size_t pi = 0; pi < prompts.size(); ++pi) {
+    const auto& [kind, text] = prompts[pi];
+    const std::vector<int32_t> ids = kind == "chat" ? pair.encode_chat({{"user", text}}) : pair.encode_prompt(text);
+    Generator g(*pair.target, pair.draft.get());
+    std::vector<int32_t> base_tokens;
+    for (size_t ci = 0; ci < cfgs.size(); ++ci) {
+      GenerateRequest req = cfgs[ci].req;
+      req.prompt = ids;
+      pair.target->kv().truncate(0);
+      pair.draft->kv().truncate(0);
+      const GenerationResult r = g.generate(req);
+      Totals& t = tot[ci];
+      t.tokens += r.stats.n_generated;
+      t.steps += r.stats.n_steps;
+      t.drafted += r.stats.n_drafted;
+      t.accepted += r.stats.n_accepted;
+      t.decode_ms += r.stats.decode_ms;
+      ++t.runs;
+      if (ci == 0) base_tokens = r.tokens;
+      const bool same = r.tokens == base_tokens;
+      t.identical += same ? 1 : 0;
+      if (c.temp <= 0 && !same) all_identical = false;
+    }
+    std::fprintf(stderr, "\rprompt %zu/%zu", pi + 1, prompts.size());
+  }
+  std::fprintf(stderr, "\n");
+  const double base_tps = tot[0].decode_ms > 0 ? tot[0].tokens / (tot[0].decode_ms / 1000.0) : 0;
+  json rows = json::array();
+  std::printf("%-16s %7s %7s %8s %9s %8s %9s\n", "config", "tau", "alpha", "tok/s", "speedup", "drafted", "identical");
+  for (size_t ci = 0; ci < cfgs.size(); ++ci) {
+    const Totals& t = tot[ci];
+    const double tau = t.steps > 0 ? static_cast<double>(t.tokens) / t.steps : 0;
+    const double alpha = t.drafted > 0 ? static_cast<double>(t.accepted) / t.drafted : 0;
+    const double tps = t.decode_ms > 0 ? t.tokens / (t.decode_ms / 1000.0) : 0;
+    const double speedup = base_tps > 0 ? tps / base_tps : 0;
+    std::printf("%-16s %7.2f %7.3f %8.1f %8.2fx %8ld %5ld/%ld\n", cfgs[ci].name.c_str(), tau, alpha, tps, speedup,
+                t.drafted, t.identical, t.runs);
+    rows.push_back({{"config", cfgs[ci].name}, {"family", cfgs[ci].family}, {"node_budget", cfgs[ci].budget},
+                    {"tau", tau}, {"acceptance_rate", alpha}, {"tokens_per_s", tps}, {"speedup", speedup},
+                    {"tokens", t.tokens}, {"steps", t.steps}, {"drafted", t.drafted}, {"accepted", t.accepted},
+                    {"identical", t.identical}, {"runs", t.runs}});
+  }
+  if (!o.out.empty()) {
+    std::ofstream out(o.out);
+    out << json{{"prompts", prompts.size()}, {"n", c.n}, {"temperature", c.temp}, {"rows", rows}}.dump(1) << "\n";
+  }
+  return all_identical ? 0 : 1;
+}
+
+}  // namespace specchat::cli
