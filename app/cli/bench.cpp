@@ -89,50 +89,73 @@ int cmd_bench(BenchOptions& o) {
   for (int b : o.budgets) cfgs.push_back(make("optimal", b, "optimal", std::min(b, 8), 1, "model"));
   for (int b : {8, 16}) cfgs.push_back(make("ngram", b, b == 8 ? "chain" : "dynamic", 8, 3, "ngram"));
 
-  std::vector<Totals> tot(cfgs.size());
+  // Prompts that repeat their context (the n-gram drafter's case): a story opening twice and
+  // then its first half again, so the continuation can copy from the context.
+  std::vector<std::pair<std::string, std::string>> repeat_prompts;
+  for (const auto& [kind, text] : prompts) {
+    if (kind != "text") continue;
+    repeat_prompts.emplace_back("text", text + "\n" + text + "\n" + text.substr(0, text.size() / 2));
+  }
+  std::vector<Config> rcfgs;
+  rcfgs.push_back(make("baseline", 0, "chain", 1, 1, "none"));
+  rcfgs.push_back(make("chain", 4, "chain", 4, 1, "model"));
+  for (int b : {8, 16}) rcfgs.push_back(make("ngram", b, b == 8 ? "chain" : "dynamic", 8, 3, "ngram"));
+  for (Config& rc : rcfgs) rc.name = "repeat " + rc.name;
+
   bool all_identical = true;
-  for (size_t pi = 0; pi < prompts.size(); ++pi) {
-    const auto& [kind, text] = prompts[pi];
-    const std::vector<int32_t> ids = kind == "chat" ? pair.encode_chat({{"user", text}}) : pair.encode_prompt(text);
-    Generator g(*pair.target, pair.draft.get());
-    std::vector<int32_t> base_tokens;
-    for (size_t ci = 0; ci < cfgs.size(); ++ci) {
-      GenerateRequest req = cfgs[ci].req;
-      req.prompt = ids;
-      pair.target->kv().truncate(0);
-      pair.draft->kv().truncate(0);
-      const GenerationResult r = g.generate(req);
-      Totals& t = tot[ci];
-      t.tokens += r.stats.n_generated;
-      t.steps += r.stats.n_steps;
-      t.drafted += r.stats.n_drafted;
-      t.accepted += r.stats.n_accepted;
-      t.decode_ms += r.stats.decode_ms;
-      ++t.runs;
-      if (ci == 0) base_tokens = r.tokens;
-      const bool same = r.tokens == base_tokens;
-      t.identical += same ? 1 : 0;
-      if (c.temp <= 0 && !same) all_identical = false;
+  auto run_set = [&](const std::vector<std::pair<std::string, std::string>>& ps, const std::vector<Config>& cs) {
+    std::vector<Totals> tot(cs.size());
+    for (size_t pi = 0; pi < ps.size(); ++pi) {
+      const auto& [kind, text] = ps[pi];
+      const std::vector<int32_t> ids = kind == "chat" ? pair.encode_chat({{"user", text}}) : pair.encode_prompt(text);
+      if (static_cast<int>(ids.size()) + c.n + 64 >= pair.target->n_ctx()) continue;  // leave room to draft
+      Generator g(*pair.target, pair.draft.get());
+      std::vector<int32_t> base_tokens;
+      for (size_t ci = 0; ci < cs.size(); ++ci) {
+        GenerateRequest req = cs[ci].req;
+        req.prompt = ids;
+        pair.target->kv().truncate(0);
+        pair.draft->kv().truncate(0);
+        const GenerationResult r = g.generate(req);
+        Totals& t = tot[ci];
+        t.tokens += r.stats.n_generated;
+        t.steps += r.stats.n_steps;
+        t.drafted += r.stats.n_drafted;
+        t.accepted += r.stats.n_accepted;
+        t.decode_ms += r.stats.decode_ms;
+        ++t.runs;
+        if (ci == 0) base_tokens = r.tokens;
+        const bool same = r.tokens == base_tokens;
+        t.identical += same ? 1 : 0;
+        if (c.temp <= 0 && !same) all_identical = false;
+      }
+      std::fprintf(stderr, "\rprompt %zu/%zu", pi + 1, ps.size());
     }
-    std::fprintf(stderr, "\rprompt %zu/%zu", pi + 1, prompts.size());
-  }
-  std::fprintf(stderr, "\n");
-  const double base_tps = tot[0].decode_ms > 0 ? tot[0].tokens / (tot[0].decode_ms / 1000.0) : 0;
+    std::fprintf(stderr, "\n");
+    return tot;
+  };
+  std::vector<Totals> tot = run_set(prompts, cfgs);
+  const std::vector<Totals> rtot = run_set(repeat_prompts, rcfgs);
   json rows = json::array();
-  std::printf("%-16s %7s %7s %8s %9s %8s %9s\n", "config", "tau", "alpha", "tok/s", "speedup", "drafted", "identical");
-  for (size_t ci = 0; ci < cfgs.size(); ++ci) {
-    const Totals& t = tot[ci];
-    const double tau = t.steps > 0 ? static_cast<double>(t.tokens) / t.steps : 0;
-    const double alpha = t.drafted > 0 ? static_cast<double>(t.accepted) / t.drafted : 0;
-    const double tps = t.decode_ms > 0 ? t.tokens / (t.decode_ms / 1000.0) : 0;
-    const double speedup = base_tps > 0 ? tps / base_tps : 0;
-    std::printf("%-16s %7.2f %7.3f %8.1f %8.2fx %8ld %5ld/%ld\n", cfgs[ci].name.c_str(), tau, alpha, tps, speedup,
-                t.drafted, t.identical, t.runs);
-    rows.push_back({{"config", cfgs[ci].name}, {"family", cfgs[ci].family}, {"node_budget", cfgs[ci].budget},
-                    {"tau", tau}, {"acceptance_rate", alpha}, {"tokens_per_s", tps}, {"speedup", speedup},
-                    {"tokens", t.tokens}, {"steps", t.steps}, {"drafted", t.drafted}, {"accepted", t.accepted},
-                    {"identical", t.identical}, {"runs", t.runs}});
-  }
+  std::printf("%-22s %7s %7s %8s %9s %8s %9s\n", "config", "tau", "alpha", "tok/s", "speedup", "drafted", "identical");
+  auto print_rows = [&](const std::vector<Config>& cs, const std::vector<Totals>& ts) {
+    const double base_tps = ts[0].decode_ms > 0 ? ts[0].tokens / (ts[0].decode_ms / 1000.0) : 0;
+    for (size_t ci = 0; ci < cs.size(); ++ci) {
+      const Totals& t = ts[ci];
+      const double tau = t.steps > 0 ? static_cast<double>(t.tokens) / t.steps : 0;
+      const double alpha = t.drafted > 0 ? static_cast<double>(t.accepted) / t.drafted : 0;
+      const double tps = t.decode_ms > 0 ? t.tokens / (t.decode_ms / 1000.0) : 0;
+      const double speedup = base_tps > 0 ? tps / base_tps : 0;
+      std::printf("%-22s %7.2f %7.3f %8.1f %8.2fx %8ld %5ld/%ld\n", cs[ci].name.c_str(), tau, alpha, tps, speedup,
+                  t.drafted, t.identical, t.runs);
+      rows.push_back({{"config", cs[ci].name}, {"family", cs[ci].family}, {"node_budget", cs[ci].budget},
+                      {"tau", tau}, {"acceptance_rate", alpha}, {"tokens_per_s", tps}, {"speedup", speedup},
+                      {"tokens", t.tokens}, {"steps", t.steps}, {"drafted", t.drafted}, {"accepted", t.accepted},
+                      {"identical", t.identical}, {"runs", t.runs}});
+    }
+  };
+  print_rows(cfgs, tot);
+  print_rows(rcfgs, rtot);
   if (!o.out.empty()) {
     std::ofstream out(o.out);
     out << json{{"prompts", prompts.size()}, {"n", c.n}, {"temperature", c.temp}, {"rows", rows}}.dump(1) << "\n";
