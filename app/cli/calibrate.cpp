@@ -217,6 +217,10 @@ int cmd_calibrate(const CalibrateOptions& o) {
     std::vector<int32_t> ctx = prompt;
     ctx.insert(ctx.end(), r.tokens.begin(), r.tokens.end());
     if (r.tokens.empty()) continue;
+    // A generation that ran to the end of the context holds n_ctx + 1 tokens; the last one has
+    // no KV slot in the draft either.
+    if (ctx.size() > static_cast<size_t>(draft.n_ctx())) ctx.resize(static_cast<size_t>(draft.n_ctx()));
+    if (ctx.size() <= prompt.size()) continue;
     count_draft_ranks(draft, ctx, static_cast<int>(prompt.size()), counts);
     if (timing_ctx.size() < static_cast<size_t>(kTimingContext) && ctx.size() > timing_ctx.size()) {
       timing_ctx = timing_context(ctx, target.n_ctx());

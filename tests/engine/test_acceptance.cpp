@@ -174,8 +174,8 @@ TEST_CASE("tree acceptance is exactly lossless (enumerated)", "[unit][acceptance
       for (ChildSampling mode : modes) {
         const int V = 3 + trial % 3;  // vocabularies of 3..5 tokens (enumeration grows fast)
         const bool sparse = trial % 2 == 1;
-        SyntheticModel target{V, sparse, 1000u + static_cast<uint32_t>(trial)};
-        SyntheticModel draft{V, sparse, 5000u + static_cast<uint32_t>(trial)};
+        SyntheticModel target{V, sparse, 1000u + static_cast<uint32_t>(trial), {}};
+        SyntheticModel draft{V, sparse, 5000u + static_cast<uint32_t>(trial), {}};
         const std::vector<int32_t> root_ctx = {0};
         std::map<std::pair<int, int>, double> joint;  // (first, second) -> probability
         double total = 0;

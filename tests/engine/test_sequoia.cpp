@@ -453,3 +453,20 @@ TEST_CASE("cli --tree optimal: greedy compare is identical to baseline", "[model
     }
   }
 }
+
+// Regression: a prompt whose greedy continuation runs to the end of the context made calibrate
+// fail ("count_draft_ranks: context does not fit"): prompt + generated can hold n_ctx + 1 tokens.
+TEST_CASE("cli calibrate copes with prompts that fill the context", "[model][sequoia][cli]") {
+  LinkedPair lp("calibrate-long");
+  const fs::path prompts = lp.dir / "long_prompts.json";
+  std::string words;
+  for (int i = 0; i < 240; ++i) words += "cat ";
+  {
+    std::ofstream out(prompts);
+    out << json{{"prompts", json::array({json{{"kind", "text"}, {"text", words}}})}}.dump();
+  }
+  const auto r = test::run_cli({"calibrate", "--json", "--model", lp.target, "--draft", lp.draft, "--prompts",
+                                prompts.string(), "-n", "64", "--ranks", "4", "--reps", "1"});
+  INFO(r.describe());
+  CHECK(r.exit_code == 0);
+}
