@@ -22,7 +22,7 @@ from model import Llama, TARGET, DRAFT
 PLANS = {
     # tokens per step = batch * ctx; steps sized to the CPU budget in TRAINING-NOTES
     "target": dict(batch=8, ctx=256, steps=1000, lr=1.5e-3, warmup=50, wd=0.1),
-    "draft": dict(batch=8, ctx=256, steps=700, lr=3e-3, warmup=40, wd=0.05, alpha=0.8),
+    "draft": dict(batch=8, ctx=256, steps=600, lr=3e-3, warmup=40, wd=0.05, alpha=0.8),
 }
 
 
