@@ -60,13 +60,16 @@ struct GenerationStats {
   int n_empty_drafts = 0;     // steps whose draft was empty
   double prefill_ms = 0;      // prompt processing, both models
   double ttft_ms = 0;         // request start -> first token available
-  double decode_ms = 0;       // first token -> last token (draft + verify + sample)
+  double decode_ms = 0;       // end of prefill -> last token (draft + verify + sample)
   double draft_ms = 0, verify_ms = 0, sample_ms = 0;
   std::vector<int> accepted_hist;  // [depth + 1]: steps by number of accepted drafts
-  double tokens_per_s() const;     // (n_generated - 1) / decode time; 0 when n_generated < 2
-  double tpot_ms() const;          // decode_ms / (n_generated - 1)
+  // Decode speed: n_generated / decode time (draft + verify + sampling, prefill excluded;
+  // FAULT-KINDS B23); 0 when nothing was generated.
+  double tokens_per_s() const;
+  double tpot_ms() const;          // decode_ms / n_generated
+
   double acceptance_rate() const;  // α = n_accepted / n_drafted (0 when nothing drafted)
-  double mean_accepted_length() const;  // τ = n_generated-after-prefill / n_steps
+  double mean_accepted_length() const;  // τ = n_generated / n_steps (bonus tokens included)
 };
 
 struct GenerationResult {

@@ -41,11 +41,11 @@ ModelPair ModelPair::load(const PairOptions& opt) {
       mp.draft = LlamaModel::load(opt.draft_path, dopt);
     } catch (const GgufError& e) {
       // Errors from the draft file name it, so the user knows which file is at fault (B19).
-      throw GgufError(e.kind(), "draft model " + opt.draft_path + ": " + e.what());
+      throw GgufError(e.kind(), std::string("draft model: ") + e.what());  // what() names the file
     } catch (const ModelError& e) {
-      throw ModelError("draft model " + opt.draft_path + ": " + e.what());
+      throw ModelError(std::string("draft model: ") + e.what());
     } catch (const VocabError& e) {
-      throw VocabError("draft model " + opt.draft_path + ": " + e.what());
+      throw VocabError(std::string("draft model: ") + e.what());
     }
     const VocabCheck vc = check_draft_vocab(mp.target->vocab(), mp.draft->vocab());
     if (!vc.ok) {
