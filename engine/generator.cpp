@@ -279,6 +279,7 @@ GenerationResult Generator::generate(const GenerateRequest& req, const TokenCall
       keep_ids.push_back(tree.nodes[static_cast<size_t>(v)].token);
     }
     target_.kv().keep_path(keep_rows, keep_ids);
+    if (drafter) drafter->accepted(tree, out.path);
     const int step = st.n_steps - 1;
     for (int i = 0; i <= n_acc && running; ++i) {
       const bool drafted = i < n_acc;

@@ -1,4 +1,4 @@
-// specchat-cli: the headless front end over the engine (generate, compare).
+// specchat-cli: the headless front end over the engine (generate, compare, chat, calibrate, bench).
 // Exit codes: 0 success, 1 a request/model error (printed, or as {"error": ...} with --json),
 // 2 bad command line.
 #include <CLI/CLI.hpp>
@@ -8,6 +8,7 @@
 
 #include "app/cli/bench.h"
 #include "app/cli/calibrate.h"
+#include "app/cli/chat.h"
 #include "app/cli/options.h"
 #include "app/cli/report.h"
 #include "engine/model_pair.h"
@@ -144,6 +145,9 @@ int main(int argc, char** argv) {
   cli::CalibrateOptions cal_o;
   CLI::App* cal = app.add_subcommand("calibrate", "measure the draft's acceptance by rank and forward timings");
   cli::add_calibrate_options(*cal, cal_o);
+  cli::CommonOptions chat_o;
+  CLI::App* chat = app.add_subcommand("chat", "interactive multi-turn chat on the terminal");
+  cli::add_common_options(*chat, chat_o);
   cli::BenchOptions bench_o;
   CLI::App* bench = app.add_subcommand("bench", "tau and tokens/s against node budget: chains, trees, n-gram");
   cli::add_bench_options(*bench, bench_o);
@@ -164,6 +168,16 @@ int main(int argc, char** argv) {
   if (bench->parsed()) {
     try {
       return cli::cmd_bench(bench_o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (chat->parsed()) {
+    if (chat_o.draft == "ngram") chat_o.drafter = "ngram";
+    if (chat_o.draft == "none") chat_o.drafter = "none";
+    try {
+      return cli::cmd_chat(chat_o);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 1;

@@ -74,8 +74,23 @@ void ModelDrafter::sync(std::span<const int32_t> ctx) {
   }
 }
 
+void ModelDrafter::accepted(const DraftTree& tree, std::span<const int32_t> path) {
+  KvCache& kv = m_.kv();
+  if (fed_base_ < 0 || fed_base_ != kv.size() || fed_slot_.size() != tree.nodes.size()) return;
+  std::vector<int32_t> rel, ids;
+  for (int32_t v : path) {
+    const int32_t slot = fed_slot_[static_cast<size_t>(v)];
+    if (slot < 0) break;  // a leaf that was never fed: the next step feeds it
+    rel.push_back(slot - fed_base_);
+    ids.push_back(tree.nodes[static_cast<size_t>(v)].token);
+  }
+  fed_base_ = -1;
+  if (!rel.empty()) kv.keep_path(rel, ids);
+}
+
 DraftTree ModelDrafter::propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
                                 const SamplingParams& params, Rng& rng) {
+  fed_base_ = -1;
   const int n = static_cast<int>(ctx.size());
   if (n == 0 || n >= m_.n_ctx() || max_nodes <= 0 || budget.node_budget <= 0) return {};
   // Tree nodes occupy draft slots n .. n + nodes - 1 while drafting.
@@ -139,8 +154,9 @@ struct TreeFeeder {
 };
 
 // Keeps the best `n_keep` nodes by cumulative log-probability (ties: earlier node first, so a
-// parent always precedes its children and the kept set is ancestor-closed) and renumbers them.
-DraftTree keep_best(const DraftTree& all, int n_keep) {
+// parent always precedes its children and the kept set is ancestor-closed) and renumbers them;
+// `slots` (per node of `all`) becomes per node of the result.
+DraftTree keep_best(const DraftTree& all, int n_keep, std::vector<int32_t>& slots) {
   std::vector<int32_t> order(all.nodes.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
@@ -149,12 +165,15 @@ DraftTree keep_best(const DraftTree& all, int n_keep) {
   std::vector<uint8_t> keep(all.nodes.size(), 0);
   for (int i = 0; i < std::min<int>(n_keep, static_cast<int>(order.size())); ++i) keep[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
   DraftTree out;
-  std::vector<int32_t> remap(all.nodes.size(), -1);
+  std::vector<int32_t> remap(all.nodes.size(), -1), kept_slots;
+  slots.resize(all.nodes.size(), -1);
   for (size_t i = 0; i < all.nodes.size(); ++i) {
     const DraftNode& nd = all.nodes[i];
     if (!keep[i] || (nd.parent >= 0 && remap[static_cast<size_t>(nd.parent)] < 0)) continue;
     remap[i] = out.add(nd.token, nd.parent < 0 ? -1 : remap[static_cast<size_t>(nd.parent)], nd.logp);
+    kept_slots.push_back(slots[i]);
   }
+  slots = std::move(kept_slots);
   return out;  // every slot's children are deterministic (the default)
 }
 
@@ -191,8 +210,12 @@ DraftTree ModelDrafter::propose_dynamic(std::span<const int32_t> ctx, const Tree
     }
     level = std::move(next);
   }
-  m_.kv().truncate(n);  // tree slots are scratch; the committed context stays cached
-  return keep_best(all, max_nodes);
+  m_.kv().truncate(n);  // tree rows stay until accepted() keeps the accepted path's
+  f.slot.resize(all.nodes.size(), -1);
+  DraftTree kept = keep_best(all, max_nodes, f.slot);
+  fed_slot_ = std::move(f.slot);
+  fed_base_ = n;
+  return kept;
 }
 
 DraftTree ModelDrafter::propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes,
@@ -247,7 +270,10 @@ DraftTree ModelDrafter::propose_static(std::span<const int32_t> ctx, const TreeB
       made[static_cast<size_t>(i)] = t.add(cand[static_cast<size_t>(rank)].second, parent, base + cand[static_cast<size_t>(rank)].first);
     }
   }
-  m_.kv().truncate(n);
+  m_.kv().truncate(n);  // tree rows stay until accepted() keeps the accepted path's
+  f.slot.resize(t.nodes.size(), -1);
+  fed_slot_ = std::move(f.slot);
+  fed_base_ = n;
   return t;
 }
 

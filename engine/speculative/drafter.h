@@ -38,6 +38,9 @@ class Drafter {
   // target (params), from rng. An empty tree is a legal outcome (B14).
   virtual DraftTree propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
                             const SamplingParams& params, Rng& rng) = 0;
+  // Told which nodes of the last proposed tree the target accepted (root child first), so a
+  // drafter with a KV cache can keep their rows instead of recomputing them. Optional.
+  virtual void accepted(const DraftTree& /*tree*/, std::span<const int32_t> /*path*/) {}
 };
 
 // A small llama model drafting autoregressively (Leviathan et al. 2023) as a chain, a dynamic
@@ -50,6 +53,9 @@ class ModelDrafter : public Drafter {
   void sync(std::span<const int32_t> ctx) override;
   DraftTree propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
                     const SamplingParams& params, Rng& rng) override;
+  // Compacts the accepted path's rows (those the tree expansion fed) into place after the
+  // committed context and commits them, as the target's cache does (KvCache::keep_path).
+  void accepted(const DraftTree& tree, std::span<const int32_t> path) override;
 
  private:
   // Feeds ctx[common..n) so the cache holds all of ctx; returns logits of the last row.
@@ -60,6 +66,10 @@ class ModelDrafter : public Drafter {
   DraftTree propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes,
                            const SamplingParams& params);
   LlamaModel& m_;
+  // Draft-cache slot of each node of the last tree (−1 = never fed), and the committed length
+  // the tree was drafted after (−1 = nothing to compact, e.g. chains, which commit as they go).
+  std::vector<int32_t> fed_slot_;
+  int fed_base_ = -1;
 };
 
 }  // namespace specchat

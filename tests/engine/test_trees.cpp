@@ -206,3 +206,38 @@ TEST_CASE("sampled tree decoding follows the target distribution", "[model][tree
   INFO("second after " << top << ": n " << n1 << " chi2 " << c1.statistic << " p " << c1.p_value);
   CHECK(c1.p_value > 0.001);
 }
+
+// Both caches after tree steps: every committed row of the target's and the draft's cache
+// equals the row obtained by feeding the committed tokens one at a time (<= 1e-5). The draft's
+// accepted-path rows come from compaction (ModelDrafter::accepted), not from recomputation.
+TEST_CASE("after tree steps both caches equal token-by-token caches", "[model][trees]") {
+  ModelPair& mp = test::bundled_pair();
+  for (TreeMode mode : {TreeMode::dynamic, TreeMode::optimal}) {
+    const auto prompt = mp.encode_prompt("Once upon a time, there was a little dog");
+    mp.target->kv().truncate(0);
+    mp.draft->kv().truncate(0);
+    const auto r = run(mp, prompt, 24, tree_spec(mode, 12, 5, 3));
+    REQUIRE(r.stats.n_accepted > 0);
+    for (LlamaModel* m : {mp.target.get(), mp.draft.get()}) {
+      const std::vector<int32_t> toks = m->kv().tokens();
+      REQUIRE(toks.size() >= prompt.size());
+      auto ref = LlamaModel::load(m->path());
+      for (size_t i = 0; i < toks.size(); ++i) {
+        const int32_t one[1] = {toks[i]};
+        ref->forward(Batch::chain(one, static_cast<int>(i), false));
+        ref->kv().commit(one);
+      }
+      double worst = 0;
+      for (int il = 0; il < m->config().n_layer; ++il) {
+        for (int s = 0; s < static_cast<int>(toks.size()); ++s) {
+          for (int d = 0; d < m->kv().kv_dim(); ++d) {
+            worst = std::max(worst, static_cast<double>(std::fabs(m->kv().k(il, s)[d] - ref->kv().k(il, s)[d])));
+            worst = std::max(worst, static_cast<double>(std::fabs(m->kv().v(il, s)[d] - ref->kv().v(il, s)[d])));
+          }
+        }
+      }
+      INFO(m->path() << " mode " << tree_mode_name(mode) << " rows " << toks.size());
+      CHECK(worst <= 1e-5);
+    }
+  }
+}
