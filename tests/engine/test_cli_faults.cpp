@@ -483,7 +483,7 @@ TEST_CASE("cli B01/B22: a random-weights draft (nothing accepted) keeps the outp
 // ---------------------------------------------------------------------------------------------
 // B02/B04: a seed fixes sampled output, whatever runs alongside.
 
-TEST_CASE("cli B04: the same seed gives identical sampled tokens, also next to another run; "
+TEST_CASE("cli B04: the same seed gives identical sampled tokens, also next to another run - "
           "seeds differ",
           "[model][cli]") {
   const Args a = cli("generate", {"--draft-k", "4", "--temp", "1.5", "--seed", "42", "-n", "32", "--prompt",
@@ -628,7 +628,7 @@ TEST_CASE("cli B05: draft vocabulary mutations are refused with the mismatch nam
 // ---------------------------------------------------------------------------------------------
 // B06: special-token differences follow the rule documented at check_draft_vocab.
 
-TEST_CASE("cli B06: an unused CONTROL token may differ (warned); EOS, NORMAL->CONTROL, add_bos may not",
+TEST_CASE("cli B06: an unused CONTROL token may differ (warned) - EOS, NORMAL->CONTROL, add_bos may not",
           "[model][cli]") {
   TempDir tmp("b06");
   const Vocab& tv = vocab();
@@ -959,7 +959,7 @@ std::string text_of_tokens(int m) {
 
 }  // namespace
 
-TEST_CASE("cli B12: a prompt longer than the context is refused; prompts at the boundary work",
+TEST_CASE("cli B12: a prompt longer than the context is refused - prompts at the boundary work",
           "[model][cli]") {
   std::string words;
   for (int i = 0; i < 5000; ++i) words += "word ";
@@ -1012,7 +1012,7 @@ TEST_CASE("cli B12: a prompt longer than the context is refused; prompts at the 
 // ---------------------------------------------------------------------------------------------
 // B13: empty and whitespace prompts.
 
-TEST_CASE("cli B13: an empty prompt is a BOS-only context; zero tokens without BOS is an error",
+TEST_CASE("cli B13: an empty prompt is a BOS-only context - zero tokens without BOS is an error",
           "[model][cli]") {
   REQUIRE(vocab().add_bos);
   {

@@ -114,7 +114,7 @@ TEST_CASE("sequoia DP equals brute force over every small tree", "[unit][sequoia
   }
 }
 
-TEST_CASE("sequoia: budget 1 is one rank-0 node; a[0] = 1 gives a chain", "[unit][sequoia]") {
+TEST_CASE("sequoia: budget 1 is one rank-0 node - a[0] = 1 gives a chain", "[unit][sequoia]") {
   const std::vector<double> a = {0.6, 0.2, 0.1};
   TreeShape s = sequoia_tree(a, 1, 4);
   REQUIRE(s.size() == 1);
@@ -146,7 +146,7 @@ TEST_CASE("sequoia: budget 1 is one rank-0 node; a[0] = 1 gives a chain", "[unit
   CHECK(sequoia_tree(std::vector<double>{}, 5, 3).expected_tokens == 1.0);
 }
 
-TEST_CASE("sequoia: expected tokens are monotone in N and D; larger problems stay consistent", "[unit][sequoia]") {
+TEST_CASE("sequoia: expected tokens are monotone in N and D - larger problems stay consistent", "[unit][sequoia]") {
   const std::vector<double> a = {0.55, 0.15, 0.07, 0.04, 0.02, 0.01, 0.01, 0.005};
   const SequoiaPlanner planner(a, 64, 64);
   for (int d = 1; d <= 64; d += 7) {
@@ -180,7 +180,7 @@ TEST_CASE("sequoia: bad inputs are refused", "[unit][sequoia]") {
   CHECK_THROWS_AS(SequoiaPlanner(std::vector<double>{0.5}, -1, 2), std::invalid_argument);
 }
 
-TEST_CASE("budget: timing tables interpolate; the choice follows the costs", "[unit][sequoia]") {
+TEST_CASE("budget: timing tables interpolate - the choice follows the costs", "[unit][sequoia]") {
   StepTimings t;
   t.draft_widths = {1, 8};
   t.draft_ms = {1.0, 2.4};
@@ -342,7 +342,7 @@ json read_file_json(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("cli calibrate writes a valid calibration; auto uses it", "[model][sequoia][cli]") {
+TEST_CASE("cli calibrate writes a valid calibration - auto uses it", "[model][sequoia][cli]") {
   LinkedPair lp("calibrate");
   const auto r = test::run_cli({"calibrate", "--json", "--model", lp.target, "--draft", lp.draft, "--prompts",
                                 test::test_data("heldout_prompts.json"), "--max-prompts", "3", "-n", "16", "--ranks",

@@ -126,7 +126,7 @@ TEST_CASE("a stop string ends generation at the same place for every k", "[model
   }
 }
 
-TEST_CASE("the same seed gives the same sampled output; another seed differs", "[model][speculative]") {
+TEST_CASE("the same seed gives the same sampled output - another seed differs", "[model][speculative]") {
   ModelPair& mp = test::bundled_pair();
   const auto prompt = mp.encode_prompt("Once upon a time");
   SamplingParams s;

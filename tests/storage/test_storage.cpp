@@ -246,7 +246,7 @@ TEST_CASE("token ids: a tampered blob is reported, not silently dropped", "[unit
   CHECK(storage_error_kind([&] { store.messages(c); }) == "corrupt");
 }
 
-TEST_CASE("regenerate keeps one active path; replaced replies stay as inactive branches", "[unit]") {
+TEST_CASE("regenerate keeps one active path - replaced replies stay as inactive branches", "[unit]") {
   ConversationStore store(":memory:");
   const int64_t c = store.create_conversation("c");
   const int64_t q = store.add_message(make_message(c, "user", "Q", {10, 11}));
