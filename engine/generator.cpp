@@ -160,21 +160,6 @@ class Emitter {
   size_t next_event_ = 0, released_ = 0;
 };
 
-// Feeds ctx[keep .. n-1) to the target so its cache holds all of ctx but the last token.
-void prefill_target(LlamaModel& m, std::span<const int32_t> ctx) {
-  KvCache& kv = m.kv();
-  const int n = static_cast<int>(ctx.size());
-  int keep = std::min(kv.common_prefix(ctx), n - 1);
-  kv.truncate(keep);
-  while (keep < n - 1) {
-    const int len = std::min(n - 1 - keep, m.max_batch());
-    const auto part = ctx.subspan(static_cast<size_t>(keep), static_cast<size_t>(len));
-    m.forward(Batch::chain(part, keep, false));
-    kv.commit(part);
-    keep += len;
-  }
-}
-
 }  // namespace
 
 GenerationResult Generator::generate(const GenerateRequest& req, const TokenCallback& on_token,
@@ -210,7 +195,10 @@ GenerationResult Generator::generate(const GenerateRequest& req, const TokenCall
   std::vector<int32_t> ctx = req.prompt;
   ctx.reserve(ctx.size() + static_cast<size_t>(std::max(0, req.max_tokens)) + 1);
 
-  prefill_target(target_, ctx);
+  // The target's cache holds all of ctx but the last token, which each step's verification
+  // batch starts with.
+  if (n_prompt > 1) target_.sync_cache(ctx, n_prompt - 1, false);
+  else target_.kv().truncate(0);
   if (drafter) drafter->sync(ctx);
   st.prefill_ms = ms_since(t_start);
   const auto t_decode = Clock::now();

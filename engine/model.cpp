@@ -124,6 +124,23 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Opti
   return m;
 }
 
+std::span<const float> LlamaModel::sync_cache(std::span<const int32_t> ctx, int upto, bool want_logits) {
+  if (upto <= 0 || upto > static_cast<int>(ctx.size()) || upto > kv_.n_ctx()) {
+    throw std::invalid_argument("sync_cache: upto out of range");
+  }
+  int keep = std::min(kv_.common_prefix(ctx.first(static_cast<size_t>(upto))), want_logits ? upto - 1 : upto);
+  kv_.truncate(keep);
+  std::span<const float> logits;
+  while (keep < upto) {
+    const int len = std::min(upto - keep, max_batch_);
+    const auto part = ctx.subspan(static_cast<size_t>(keep), static_cast<size_t>(len));
+    logits = forward(Batch::chain(part, keep, false));
+    kv_.commit(part);
+    keep += len;
+  }
+  return want_logits ? logits : std::span<const float>();
+}
+
 size_t LlamaModel::weight_bytes() const { return w_ ? w_->bytes() : 0; }
 
 std::span<const float> LlamaModel::forward(const Batch& b) {

@@ -74,6 +74,12 @@ class LlamaModel {
   // slots past n_ctx, bad parent link, token id out of range).
   std::span<const float> forward(const Batch& batch);
 
+  // Brings the cache to hold exactly ctx[0, upto) (0 < upto <= ctx.size() <= n_ctx): keeps the
+  // longest prefix it already shares with ctx and feeds the rest in chunks of max_batch. With
+  // `want_logits` at least the last token ctx[upto − 1] is fed and its logits [n_vocab] are
+  // returned (valid until the next forward); otherwise returns an empty span.
+  std::span<const float> sync_cache(std::span<const int32_t> ctx, int upto, bool want_logits);
+
   // Bytes held: weights (f32 in memory) and the KV cache.
   size_t weight_bytes() const;
   size_t kv_bytes() const { return kv_.bytes(); }

@@ -42,36 +42,13 @@ std::vector<std::pair<double, int32_t>> top_k_logprobs(std::span<const float> lo
 }  // namespace
 
 std::span<const float> ModelDrafter::feed_context(std::span<const int32_t> ctx) {
-  KvCache& kv = m_.kv();
-  const int n = static_cast<int>(ctx.size());
-  // Keep at most n - 1 cached tokens: the last one is fed again to get its logits.
-  int keep = std::min(kv.common_prefix(ctx), n - 1);
-  kv.truncate(keep);
-  std::span<const float> logits;
-  while (keep < n) {
-    const int len = std::min(n - keep, m_.max_batch());
-    const auto part = ctx.subspan(static_cast<size_t>(keep), static_cast<size_t>(len));
-    logits = m_.forward(Batch::chain(part, keep, false));
-    kv.commit(part);
-    keep += len;
-  }
-  return logits;
+  return m_.sync_cache(ctx, static_cast<int>(ctx.size()), true);
 }
 
 void ModelDrafter::sync(std::span<const int32_t> ctx) {
+  // Prefill all but the last token (propose feeds the last one for its logits).
   const int n = static_cast<int>(ctx.size());
-  if (n < 2 || n > m_.n_ctx()) return;
-  // Prefill all but the last token (propose feeds the last one).
-  KvCache& kv = m_.kv();
-  int keep = std::min(kv.common_prefix(ctx), n - 1);
-  kv.truncate(keep);
-  while (keep < n - 1) {
-    const int len = std::min(n - 1 - keep, m_.max_batch());
-    const auto part = ctx.subspan(static_cast<size_t>(keep), static_cast<size_t>(len));
-    m_.forward(Batch::chain(part, keep, false));
-    kv.commit(part);
-    keep += len;
-  }
+  if (n >= 2 && n <= m_.n_ctx()) m_.sync_cache(ctx, n - 1, false);
 }
 
 void ModelDrafter::accepted(const DraftTree& tree, std::span<const int32_t> path) {
