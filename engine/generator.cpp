@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "engine/model.h"
 #include "engine/speculative/acceptance.h"
@@ -245,6 +246,11 @@ GenerationResult Generator::generate(const GenerateRequest& req, const TokenCall
     }
     const std::span<const float> logits = target_.forward(verify);
     st.verify_ms += ms_since(t0);
+    // NaN/inf weights or activations make every comparison false and argmax silently 0.
+    if (!std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); })) {
+      throw GenerationError("non_finite_logits", "the target model produced NaN or infinite logits (" +
+                                                     target_.path() + "): the weights are damaged");
+    }
     ++st.n_steps;
 
     // Accept.

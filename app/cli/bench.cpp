@@ -20,8 +20,12 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   cmd.add_option("--prompts", o.prompts, "held-out prompts JSON (default tests/data/heldout_prompts.json)");
   cmd.add_option("--max-prompts", o.max_prompts, "prompts used (story and chat prompts alternate)")
       ->check(CLI::Range(1, 10000));
-  cmd.add_option("--budgets", o.budgets, "node budgets for the tree configurations")->delimiter(',');
-  cmd.add_option("--chain-k", o.chain_ks, "draft lengths for the chain configurations")->delimiter(',');
+  cmd.add_option("--budgets", o.budgets, "node budgets for the tree configurations")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 127));
+  cmd.add_option("--chain-k", o.chain_ks, "draft lengths for the chain configurations")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
   cmd.add_option("--out", o.out, "write the full report as JSON here");
 }
 

@@ -190,6 +190,9 @@ void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
 int cmd_calibrate(const CalibrateOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
+  if (o.draft == "ngram" || o.draft == "none") {
+    throw std::runtime_error("calibrate needs a draft model (a GGUF file or 'bundled'), not '" + o.draft + "'");
+  }
   PairOptions po;
   po.target_path = o.model;
   po.draft_path = o.draft == "bundled" || o.draft.empty() ? bundled_draft_path() : o.draft;

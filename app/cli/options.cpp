@@ -1,6 +1,21 @@
 #include "app/cli/options.h"
 
+#include <cmath>
+
 namespace specchat::cli {
+
+namespace {
+// CLI::Range lets NaN through (every comparison with NaN is false): refuse it explicitly.
+const CLI::Validator kFinite(
+    [](std::string& s) -> std::string {
+      try {
+        return std::isfinite(std::stod(s)) ? std::string() : "value must be a finite number";
+      } catch (const std::exception&) {
+        return "value must be a number";
+      }
+    },
+    "FINITE");
+}  // namespace
 
 void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--model,-m", o.model, "target model GGUF (default: the bundled target)");
@@ -17,9 +32,9 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--node-budget", o.node_budget, "tree nodes sent to the target per step")->check(CLI::Range(1, 127));
   cmd.add_option("--depth", o.depth, "maximum tree depth")->check(CLI::Range(1, 64));
   cmd.add_option("--branch", o.branch, "children expanded per node (dynamic trees)")->check(CLI::Range(1, 32));
-  cmd.add_option("--temp,-t", o.temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  cmd.add_option("--temp,-t", o.temp, "temperature (0 = greedy)")->check(kFinite)->check(CLI::Range(0.0, 100.0));
   cmd.add_option("--top-k", o.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 20));
-  cmd.add_option("--top-p", o.top_p, "top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--top-p", o.top_p, "top-p (1 = off)")->check(kFinite)->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--seed,-s", o.seed, "sampling seed");
   cmd.add_option("-n,--max-tokens", o.n, "tokens to generate")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--ctx", o.n_ctx, "context length (0 = the model's)")->check(CLI::Range(0, 1 << 20));
