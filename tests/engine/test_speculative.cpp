@@ -9,7 +9,7 @@
 
 #include "engine/model.h"
 #include "model_fixture.h"
-#include "stats_util.h"
+#include "sampling_fit.h"
 
 using namespace specchat;
 
@@ -151,42 +151,15 @@ TEST_CASE("sampled speculative tokens follow the target distribution", "[model][
   SamplingParams s;
   s.temperature = 1.0f;
   s.top_k = 40;
-  mp.target->kv().truncate(0);
-  const auto l0 = mp.target->forward(Batch::chain(prompt, 0, false));
-  const Distribution p0 = process_logits(l0, s);
-  const int n = 1500;
-  std::map<int, int> first;
-  std::map<int32_t, std::map<int, int>> second;  // second token given the first
-  for (int seed = 1; seed <= n; ++seed) {
-    s.seed = static_cast<uint64_t>(seed);
-    const auto r = run(mp, prompt, 2, 4, s);
-    REQUIRE(r.tokens.size() >= 1);
-    first[r.tokens[0]]++;
-    if (r.tokens.size() == 2) second[r.tokens[0]][r.tokens[1]]++;
-  }
-  std::map<int, double> e0;
-  for (size_t i = 0; i < p0.ids.size(); ++i) e0[p0.ids[i]] = p0.probs[i];
-  const auto c0 = test::chi_square(first, e0, n);
-  INFO("first token: chi2 " << c0.statistic << " dof " << c0.dof << " p " << c0.p_value);
-  CHECK(c0.p_value > 0.001);
-  // Second token, conditioned on the most frequent first token.
-  int32_t top = -1;
-  int top_n = 0;
-  for (const auto& [id, cnt] : first) {
-    if (cnt > top_n) top = id, top_n = cnt;
-  }
-  std::vector<int32_t> ctx = prompt;
-  ctx.push_back(top);
-  mp.target->kv().truncate(0);
-  const auto l1 = mp.target->forward(Batch::chain(ctx, 0, false));
-  const Distribution p1 = process_logits(l1, s);
-  std::map<int, double> e1;
-  for (size_t i = 0; i < p1.ids.size(); ++i) e1[p1.ids[i]] = p1.probs[i];
-  int n1 = 0;
-  for (const auto& [id, cnt] : second[top]) n1 += cnt;
-  const auto c1 = test::chi_square(second[top], e1, n1);
-  INFO("second token after " << top << ": n " << n1 << " chi2 " << c1.statistic << " p " << c1.p_value);
-  CHECK(c1.p_value > 0.001);
+  const auto fit = test::fit_first_two_tokens(mp, prompt, s, 1500, [&](uint64_t seed) {
+    SamplingParams si = s;
+    si.seed = seed;
+    return run(mp, prompt, 2, 4, si).tokens;
+  });
+  INFO("first: chi2 " << fit.first.statistic << " dof " << fit.first.dof << " p " << fit.first.p_value);
+  INFO("second after " << fit.top << ": n " << fit.n_second << " p " << fit.second.p_value);
+  CHECK(fit.first.p_value > 0.001);
+  CHECK(fit.second.p_value > 0.001);
 }
 
 TEST_CASE("prompts that do not fit, and empty prompts, give typed errors", "[model][speculative]") {

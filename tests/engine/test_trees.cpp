@@ -11,7 +11,7 @@
 #include "engine/model.h"
 #include "engine/speculative/ngram_drafter.h"
 #include "model_fixture.h"
-#include "stats_util.h"
+#include "sampling_fit.h"
 
 using namespace specchat;
 
@@ -172,39 +172,15 @@ TEST_CASE("sampled tree decoding follows the target distribution", "[model][tree
   SamplingParams s;
   s.temperature = 0.8f;
   s.top_p = 0.9f;
-  mp.target->kv().truncate(0);
-  const Distribution p0 = process_logits(mp.target->forward(Batch::chain(prompt, 0, false)), s);
-  const int n = 1200;
-  std::map<int, int> first;
-  std::map<int32_t, std::map<int, int>> second;
-  for (int seed = 1; seed <= n; ++seed) {
-    s.seed = static_cast<uint64_t>(seed);
-    const auto r = run(mp, prompt, 2, tree_spec(TreeMode::dynamic, 12, 4, 3), s);
-    REQUIRE(!r.tokens.empty());
-    first[r.tokens[0]]++;
-    if (r.tokens.size() == 2) second[r.tokens[0]][r.tokens[1]]++;
-  }
-  std::map<int, double> e0;
-  for (size_t i = 0; i < p0.ids.size(); ++i) e0[p0.ids[i]] = p0.probs[i];
-  const auto c0 = test::chi_square(first, e0, n);
-  INFO("first: chi2 " << c0.statistic << " dof " << c0.dof << " p " << c0.p_value);
-  CHECK(c0.p_value > 0.001);
-  int32_t top = -1;
-  int top_n = 0;
-  for (const auto& [id, cnt] : first) {
-    if (cnt > top_n) top = id, top_n = cnt;
-  }
-  std::vector<int32_t> ctx = prompt;
-  ctx.push_back(top);
-  mp.target->kv().truncate(0);
-  const Distribution p1 = process_logits(mp.target->forward(Batch::chain(ctx, 0, false)), s);
-  std::map<int, double> e1;
-  for (size_t i = 0; i < p1.ids.size(); ++i) e1[p1.ids[i]] = p1.probs[i];
-  int n1 = 0;
-  for (const auto& [id, cnt] : second[top]) n1 += cnt;
-  const auto c1 = test::chi_square(second[top], e1, n1);
-  INFO("second after " << top << ": n " << n1 << " chi2 " << c1.statistic << " p " << c1.p_value);
-  CHECK(c1.p_value > 0.001);
+  const auto fit = test::fit_first_two_tokens(mp, prompt, s, 1200, [&](uint64_t seed) {
+    SamplingParams si = s;
+    si.seed = seed;
+    return run(mp, prompt, 2, tree_spec(TreeMode::dynamic, 12, 4, 3), si).tokens;
+  });
+  INFO("first: chi2 " << fit.first.statistic << " dof " << fit.first.dof << " p " << fit.first.p_value);
+  INFO("second after " << fit.top << ": n " << fit.n_second << " p " << fit.second.p_value);
+  CHECK(fit.first.p_value > 0.001);
+  CHECK(fit.second.p_value > 0.001);
 }
 
 // Both caches after tree steps: every committed row of the target's and the draft's cache
