@@ -98,9 +98,11 @@ class Emitter {
         while (!ends_.empty() && ends_.back() > at) {
           ends_.pop_back();
           res_.tokens.pop_back();
+          if (res_.drafted.back() != 0) --res_.stats.n_accepted;
           res_.drafted.pop_back();
           steps_.pop_back();
         }
+        res_.stats.n_generated = static_cast<int>(res_.tokens.size());
         text_.resize(ends_.empty() ? 0 : ends_.back());
         res_.finish = FinishReason::stop;
         return false;
@@ -108,6 +110,8 @@ class Emitter {
     }
     res_.tokens.push_back(id);
     res_.drafted.push_back(drafted ? 1 : 0);
+    res_.stats.n_generated = static_cast<int>(res_.tokens.size());
+    if (drafted) ++res_.stats.n_accepted;
     steps_.push_back(step);
     ends_.push_back(text_.size());
     release(false);
@@ -144,6 +148,7 @@ class Emitter {
       ev.id = res_.tokens[next_event_];
       ev.drafted = res_.drafted[next_event_] != 0;
       ev.step = steps_[next_event_];
+      ev.stats = &res_.stats;
       ev.text = utf8_sanitize(std::string_view(text_).substr(released_, end - released_));
       released_ = end;
       ++next_event_;
@@ -275,6 +280,7 @@ GenerationResult Generator::generate(const GenerateRequest& req, const TokenCall
     target_.kv().keep_path(keep_rows, keep_ids);
     if (drafter) drafter->accepted(tree, out.path);
     const int step = st.n_steps - 1;
+    st.decode_ms = ms_since(t_decode);  // running value for TokenEvent::stats
     for (int i = 0; i <= n_acc && running; ++i) {
       const bool drafted = i < n_acc;
       const int32_t id = drafted ? keep_ids[static_cast<size_t>(i) + 1] : out.next_token;

@@ -43,11 +43,17 @@ struct GenerateRequest {
 // One emitted token, in order. `drafted` = proposed by the drafter and accepted by the target;
 // false = sampled by the target itself (the correction or bonus token). `step` counts target
 // verification steps from 0.
+struct GenerationStats;
+
 struct TokenEvent {
   int32_t id = 0;
   bool drafted = false;
   int step = 0;
   std::string text;  // newly complete UTF-8 text this token releases (may be empty)
+  // Running statistics of the request (n_generated, n_accepted, n_drafted, n_steps, times and
+  // accepted_hist so far), for live displays; valid only during the callback. The final values
+  // are in GenerationResult::stats.
+  const GenerationStats* stats = nullptr;
 };
 
 // Statistics of one generation (ARCHITECTURE.md §6). Times in milliseconds.

@@ -203,9 +203,9 @@ void ChatController::onError(const QString& message) {
   setStatus(message, true);
 }
 
-void ChatController::onToken(quint64 job_id, const QString& text, bool drafted) {
+void ChatController::onToken(quint64 job_id, const QString& text, bool drafted, int step) {
   if (job_id != current_job_ || reply_row_ < 0) return;  // a stale job's late tokens
-  model_.appendToken(reply_row_, text, drafted);
+  model_.appendToken(reply_row_, text, drafted, step);
   const ChatItem& it = model_.item(reply_row_);
   setStats(tr("generating\u2026 %1 tokens \u00b7 %2 drafted").arg(it.n_tokens).arg(it.n_drafted));
 }

@@ -68,7 +68,7 @@ class ChatController : public QObject {
   void onModelsLoading(const QString& description);
   void onModelsLoaded(const specchat::ui::ModelInfo& info);
   void onError(const QString& message);
-  void onToken(quint64 job_id, const QString& text, bool drafted);
+  void onToken(quint64 job_id, const QString& text, bool drafted, int step);
   void onFinished(const specchat::ui::GenerationSummary& s);
 
   EngineWorker* worker_;

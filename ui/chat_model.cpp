@@ -24,6 +24,7 @@ QVariant ChatModel::data(const QModelIndex& index, int role) const {
     case StatsTextRole: return it.has_stats ? format_stats(it.stats) : QString();
     case FinishRole: return it.finish;
     case MessageIdRole: return it.id;
+    case PiecesRole: return QVariant::fromValue(it.pieces);
     default: return {};
   }
 }
@@ -37,7 +38,7 @@ QHash<int, QByteArray> ChatModel::roleNames() const {
           {StatsRole, "stats"},
           {StatsTextRole, "statsText"},
           {FinishRole, "finish"},
-          {MessageIdRole, "messageId"}};
+          {MessageIdRole, "messageId"}, {PiecesRole, "pieces"}};
 }
 
 void ChatModel::setItems(QList<ChatItem> items) {
@@ -66,13 +67,14 @@ void ChatModel::changed(int row, const QList<int>& roles) {
   Q_EMIT dataChanged(i, i, roles);
 }
 
-void ChatModel::appendToken(int row, const QString& text, bool drafted) {
+void ChatModel::appendToken(int row, const QString& text, bool drafted, int step) {
   if (row < 0 || row >= items_.size()) return;
   ChatItem& it = items_[row];
   it.text += text;
   ++it.n_tokens;
   if (drafted) ++it.n_drafted;
-  changed(row, {Qt::DisplayRole, TextRole, TokenCountRole, DraftedCountRole});
+  it.pieces.append(TokenPiece{text, drafted, step});
+  changed(row, {Qt::DisplayRole, TextRole, TokenCountRole, DraftedCountRole, PiecesRole});
 }
 
 void ChatModel::finishReply(int row, const QString& text, const MessageStats& stats,

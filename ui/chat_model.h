@@ -13,6 +13,15 @@
 
 namespace specchat::ui {
 
+// One emitted token of a reply, for the draft visualization: its text (may be empty when it
+// completes no UTF-8 yet), whether it came from an accepted draft (false = sampled by the
+// target itself) and the target verification step that emitted it (from 0).
+struct TokenPiece {
+  QString text;
+  bool drafted = false;
+  int step = 0;
+};
+
 // One row. User messages have no stats; an assistant message has them once it is finished.
 struct ChatItem {
   qint64 id = 0;            // storage id; 0 = not stored
@@ -24,6 +33,7 @@ struct ChatItem {
   bool has_stats = false;
   MessageStats stats;       // valid when has_stats
   QString finish;           // finish reason of a reply ("eos", "length", "cancelled", ...)
+  QList<TokenPiece> pieces; // [n_tokens] streamed tokens; empty when not known (e.g. reloaded)
 };
 
 class ChatModel : public QAbstractListModel {
@@ -40,6 +50,7 @@ class ChatModel : public QAbstractListModel {
     StatsTextRole,                // QString, format_stats() or empty
     FinishRole,                   // QString
     MessageIdRole,                // qint64 storage id
+    PiecesRole,                   // QVariant<QList<TokenPiece>>
   };
   Q_ENUM(Roles)
 
@@ -58,8 +69,8 @@ class ChatModel : public QAbstractListModel {
   // Appends a row; returns its index.
   int append(const ChatItem& item);
   void removeAt(int row);
-  // Streaming: adds one token (its text may be empty) to row `row`.
-  void appendToken(int row, const QString& text, bool drafted);
+  // Streaming: adds one token (its text may be empty) emitted at verification step `step`.
+  void appendToken(int row, const QString& text, bool drafted, int step);
   // Ends streaming of `row`: the authoritative final text, stats and finish reason.
   void finishReply(int row, const QString& text, const MessageStats& stats, const QString& finish);
   void setMessageId(int row, qint64 id);
@@ -77,3 +88,5 @@ class ChatModel : public QAbstractListModel {
 };
 
 }  // namespace specchat::ui
+
+Q_DECLARE_METATYPE(specchat::ui::TokenPiece)

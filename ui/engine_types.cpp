@@ -33,6 +33,7 @@ void register_engine_types() {
   qRegisterMetaType<GenerateJob>();
   qRegisterMetaType<GenerationSummary>();
   qRegisterMetaType<ModelInfo>();
+  qRegisterMetaType<LiveStats>();
   qRegisterMetaType<MessageStats>();
 }
 

@@ -20,7 +20,28 @@ namespace specchat::ui {
 struct GenerationSettings {
   SamplingParams sampling;  // temperature 0 = greedy (default); top_k, top_p, seed
   int max_tokens = 256;     // per reply
-  int draft_k = 4;          // drafted tokens per step; 0 = baseline (no drafter)
+  int draft_k = 4;          // drafted tokens per step (chain length); 0 = baseline (no drafter)
+  DrafterKind drafter = DrafterKind::model;  // draft model, or n-gram prompt lookup
+  TreeMode tree_mode = TreeMode::chain;      // chain, dynamic (EAGLE-2), optimal (Sequoia)
+  int node_budget = 16;     // tree modes: nodes per draft tree
+  int tree_depth = 4;       // tree modes: longest root-to-leaf path
+  int tree_branch = 2;      // dynamic trees: children expanded per node
+};
+
+// A snapshot of a running generation for the live panel (sent at most every ~50 ms and after
+// the last token). Times in ms, memory in bytes.
+struct LiveStats {
+  quint64 job_id = 0;
+  GenerationStats stats;        // running totals (EngineWorker copies TokenEvent::stats)
+  double elapsed_ms = 0;        // since the job started (prefill included)
+  bool speculative = false;
+  bool finished = false;        // true for the last snapshot of the job
+  QString drafter;              // "draft model", "n-gram" or "none"
+  QString tree_mode;            // tree_mode_name()
+  int node_budget = 0;          // effective nodes per step (chains: draft_k)
+  size_t rss_bytes = 0;         // process resident set size (CPU backend)
+  size_t vram_used_bytes = 0, vram_total_bytes = 0;  // 0 on the CPU backend
+  size_t kv_bytes = 0;          // KV caches of target and draft
 };
 
 // One reply to generate. `messages` is the whole conversation so far (system prompt first when
@@ -74,4 +95,5 @@ void register_engine_types();
 Q_DECLARE_METATYPE(specchat::ui::GenerateJob)
 Q_DECLARE_METATYPE(specchat::ui::GenerationSummary)
 Q_DECLARE_METATYPE(specchat::ui::ModelInfo)
+Q_DECLARE_METATYPE(specchat::ui::LiveStats)
 Q_DECLARE_METATYPE(specchat::MessageStats)

@@ -150,7 +150,7 @@ void EngineWorker::generate(const GenerateJob& job) {
     req.spec.draft_k = out.speculative ? job.settings.draft_k : 0;
     const quint64 id = job.id;
     auto on_token = [this, id](const TokenEvent& ev) {
-      Q_EMIT tokenGenerated(id, QString::fromStdString(ev.text), ev.drafted);
+      Q_EMIT tokenGenerated(id, QString::fromStdString(ev.text), ev.drafted, ev.step);
     };
     GenerationResult r = generator_->generate(req, on_token, &cancel_);
     out.text = QString::fromStdString(r.text);

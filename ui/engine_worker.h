@@ -51,8 +51,12 @@ class EngineWorker : public QObject {
   void modelsLoaded(const specchat::ui::ModelInfo& info);
   void errorOccurred(const QString& message);
   // One emitted token: `text` is the newly complete UTF-8 it releases (may be empty);
-  // `drafted` = proposed by the draft model and accepted by the target.
-  void tokenGenerated(quint64 job_id, const QString& text, bool drafted);
+  // `drafted` = proposed by the drafter and accepted by the target; `step` = the target
+  // verification step that emitted it (from 0).
+  void tokenGenerated(quint64 job_id, const QString& text, bool drafted, int step);
+  // Running statistics of job `job_id` for the live panel: at most every ~50 ms while it
+  // generates, and once more (finished = true) before generationFinished.
+  void statsUpdated(const specchat::ui::LiveStats& stats);
   void generationFinished(const specchat::ui::GenerationSummary& summary);
 
  private:

@@ -81,7 +81,7 @@ TEST_CASE("gui: prompt streams a reply, stats show, conversation reloads", "[gui
     std::atomic<int> off_gui_thread{0};
     QObject::connect(
         app.engine.worker(), &EngineWorker::tokenGenerated, app.engine.worker(),
-        [&off_gui_thread](quint64, const QString&, bool) {
+        [&off_gui_thread](quint64, const QString&, bool, int) {
           if (QThread::currentThread() != qApp->thread()) ++off_gui_thread;
         },
         Qt::DirectConnection);

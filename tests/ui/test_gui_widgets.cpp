@@ -47,10 +47,16 @@ TEST_CASE("gui: chat model streams into the last reply", "[gui][unit]") {
   reply.streaming = true;
   const int row = m.append(reply);
   REQUIRE(m.rowCount() == 2);
-  m.appendToken(row, QStringLiteral("Hel"), true);
-  m.appendToken(row, QString(), false);  // a token that completes no UTF-8 yet
-  m.appendToken(row, QStringLiteral("lo"), false);
+  m.appendToken(row, QStringLiteral("Hel"), true, 0);
+  m.appendToken(row, QString(), false, 0);  // a token that completes no UTF-8 yet
+  m.appendToken(row, QStringLiteral("lo"), false, 1);
   CHECK(changed.count() == 3);
+  // Each token keeps its provenance and step for the draft visualization.
+  REQUIRE(m.item(row).pieces.size() == 3);
+  CHECK(m.item(row).pieces[0].text == QStringLiteral("Hel"));
+  CHECK(m.item(row).pieces[0].drafted);
+  CHECK_FALSE(m.item(row).pieces[1].drafted);
+  CHECK(m.item(row).pieces[2].step == 1);
   const QModelIndex i = m.index(row);
   CHECK(m.data(i, ChatModel::TextRole).toString() == QStringLiteral("Hello"));
   CHECK(m.data(i, Qt::DisplayRole).toString() == QStringLiteral("Hello"));
@@ -89,8 +95,8 @@ TEST_CASE("gui: chat view follows the model", "[gui][unit]") {
   reply.role = QStringLiteral("assistant");
   reply.streaming = true;
   const int row = m.append(reply);
-  m.appendToken(row, QStringLiteral("Once"), false);
-  m.appendToken(row, QStringLiteral(" upon"), true);
+  m.appendToken(row, QStringLiteral("Once"), false, 0);
+  m.appendToken(row, QStringLiteral(" upon"), true, 1);
   CHECK(v.toPlainText() == QStringLiteral("You\nline one\nline two\nAssistant\nOnce upon"));
   specchat::MessageStats st;
   st.mode = "baseline";
