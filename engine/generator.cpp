@@ -203,6 +203,7 @@ GenerationResult Generator::generate(const GenerateRequest& req, const TokenCall
 
   // The target's cache holds all of ctx but the last token, which each step's verification
   // batch starts with.
+  st.n_prompt_cached = std::min(target_.kv().common_prefix(ctx), n_prompt - 1);
   if (n_prompt > 1) target_.sync_cache(ctx, n_prompt - 1, false);
   else target_.kv().truncate(0);
   if (drafter) drafter->sync(ctx);

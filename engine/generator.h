@@ -59,6 +59,7 @@ struct TokenEvent {
 // Statistics of one generation (ARCHITECTURE.md §6). Times in milliseconds.
 struct GenerationStats {
   int n_prompt = 0;
+  int n_prompt_cached = 0;    // prompt tokens whose target KV was kept from the previous request
   int n_generated = 0;        // tokens emitted == tokens.size()
   int n_drafted = 0;          // draft tokens proposed to the target
   int n_accepted = 0;         // drafted tokens accepted *and emitted*

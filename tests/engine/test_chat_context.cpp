@@ -1,0 +1,142 @@
+// Multi-turn prompts from stored token ids (engine/chat_context.h): the previous turn's context
+// is an exact prefix of the next prompt, so the KV caches keep it.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "engine/chat_context.h"
+#include "engine/generator.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+#include "model_fixture.h"
+
+using namespace specchat;
+
+namespace {
+
+bool is_prefix(const std::vector<int32_t>& p, const std::vector<int32_t>& of) {
+  return p.size() <= of.size() && std::equal(p.begin(), p.end(), of.begin());
+}
+
+ContextMessage msg(const std::string& role, const std::string& text) { return {{role, text}, {}, 0, {}}; }
+
+ContextMessage reply(const ModelPair& pair, const std::string& text, std::vector<int32_t> ids) {
+  return {{"assistant", text}, std::move(ids), pair.target->vocab().hash(), pair.template_name};
+}
+
+GenerateRequest greedy(std::vector<int32_t> prompt, int n, int k) {
+  GenerateRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = n;
+  r.sampling.temperature = 0;
+  r.spec.draft_k = k;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("chat context: a continuation drops only the dummy-prefix space", "[model]") {
+  ModelPair& pair = test::bundled_pair();
+  // Control pieces are matched atomically, so splitting before one changes nothing: the
+  // whole-text encoding equals prompt part + continuation part.
+  const std::string head = "<|user|>\nHow are you?<|end|>\n<|assistant|>\nI am fine.";
+  const std::string tail = "<|end|>\n<|user|>\nTell me more.<|end|>\n<|assistant|>\n";
+  std::vector<int32_t> split = pair.encode_prompt(head);
+  const std::vector<int32_t> cont = encode_continuation(pair, tail);
+  split.insert(split.end(), cont.begin(), cont.end());
+  CHECK(split == pair.encode_prompt(head + tail));
+  // Text that starts with a space keeps its space piece.
+  const std::vector<int32_t> spaced = encode_continuation(pair, " <|end|>");
+  REQUIRE_FALSE(spaced.empty());
+  CHECK(spaced.back() == pair.tokenizer->encode("<|end|>").back());
+  CHECK(spaced.size() >= 2);
+}
+
+TEST_CASE("chat context: stored reply ids are spliced in exactly and the KV prefix is reused", "[model]") {
+  ModelPair& pair = test::bundled_pair();
+  Generator gen(*pair.target, pair.draft.get());
+  std::vector<ContextMessage> conv = {msg("system", "You are a helpful assistant."),
+                                      msg("user", "Tell me a story about a cat.")};
+  const ChatContext c1 = build_chat_context(pair, conv);
+  CHECK_FALSE(c1.reused_ids);  // nothing to reuse yet: plain encoding
+  CHECK(c1.prompt == pair.encode_chat({conv[0].message, conv[1].message}));
+  const GenerationResult r1 = gen.generate(greedy(c1.prompt, 24, 4));
+  REQUIRE(!r1.tokens.empty());
+
+  conv.push_back(reply(pair, r1.text, r1.tokens));
+  conv.push_back(msg("user", "What happened next?"));
+  const ChatContext c2 = build_chat_context(pair, conv);
+  CHECK(c2.reused_ids);
+  CHECK(c2.fallback_reason.empty());
+  // Turn 1's whole context (prompt + generated ids) starts turn 2's prompt.
+  std::vector<int32_t> turn1 = c1.prompt;
+  turn1.insert(turn1.end(), r1.tokens.begin(), r1.tokens.end());
+  REQUIRE(is_prefix(turn1, c2.prompt));
+  CHECK(c2.prompt.size() > turn1.size());
+
+  // The generator keeps that prefix in the target's KV cache: only the new turn is prefilled
+  // (the last generated token was never fed, so at most one token of turn 1 is recomputed).
+  const GenerationResult r2 = gen.generate(greedy(c2.prompt, 8, 4));
+  CHECK(r2.stats.n_prompt_cached >= static_cast<int>(turn1.size()) - 1);
+  CHECK(r2.stats.n_prompt_cached < r2.stats.n_prompt);
+
+  // Reused ids do not change the output: the same prompt through a fresh generator (no cache)
+  // gives the same greedy tokens.
+  Generator fresh(*pair.target, nullptr);
+  pair.target->kv().truncate(0);
+  const GenerationResult r2b = fresh.generate(greedy(c2.prompt, 8, 0));
+  CHECK(r2b.stats.n_prompt_cached == 0);
+  CHECK(r2b.tokens == r2.tokens);
+}
+
+TEST_CASE("chat context: ids the tokenizer would not produce are kept as generated", "[model]") {
+  ModelPair& pair = test::bundled_pair();
+  // "hello" spelled one byte-piece or character piece at a time: a valid but non-canonical
+  // tokenization that re-encoding the text would lose.
+  const std::string text = "hello";
+  std::vector<int32_t> spelled;
+  for (char ch : text) {
+    const std::vector<int32_t> one = encode_continuation(pair, std::string(1, ch));
+    spelled.insert(spelled.end(), one.begin(), one.end());
+  }
+  REQUIRE(spelled != encode_continuation(pair, text));
+  const std::vector<ContextMessage> conv = {msg("user", "Say hello."), reply(pair, text, spelled),
+                                            msg("user", "Again.")};
+  const ChatContext c = build_chat_context(pair, conv);
+  REQUIRE(c.reused_ids);
+  CHECK(std::search(c.prompt.begin(), c.prompt.end(), spelled.begin(), spelled.end()) != c.prompt.end());
+  CHECK(c.prompt != pair.encode_chat({conv[0].message, conv[1].message, conv[2].message}));
+}
+
+TEST_CASE("chat context: unusable stored ids fall back to encoding the text", "[model]") {
+  ModelPair& pair = test::bundled_pair();
+  const std::vector<ChatMessage> plain = {{"user", "Hi."}, {"assistant", "Hello there."}, {"user", "How are you?"}};
+  const std::vector<int32_t> text_prompt = pair.encode_chat(plain);
+  const std::vector<int32_t> ids = encode_continuation(pair, "Hello there.");
+  auto conv_with = [&](ContextMessage r) {
+    return std::vector<ContextMessage>{msg("user", "Hi."), std::move(r), msg("user", "How are you?")};
+  };
+  struct Case {
+    const char* what;
+    ContextMessage r;
+    const char* reason;
+  };
+  ContextMessage other_hash = reply(pair, "Hello there.", ids);
+  other_hash.tokenizer_hash ^= 1;
+  ContextMessage other_template = reply(pair, "Hello there.", ids);
+  other_template.template_name = "chatml";
+  ContextMessage out_of_range = reply(pair, "Hello there.", {1, pair.target->config().n_vocab});
+  const std::vector<Case> cases = {
+      {"no ids", msg("assistant", "Hello there."), "no stored token ids"},
+      {"another tokenizer", other_hash, "another tokenizer"},
+      {"another template", other_template, "another chat template"},
+      {"ids out of range", out_of_range, "out of range"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.what);
+    const ChatContext c = build_chat_context(pair, conv_with(k.r));
+    CHECK_FALSE(c.reused_ids);
+    CHECK(c.prompt == text_prompt);
+    CHECK(c.fallback_reason.find(k.reason) != std::string::npos);
+  }
+}
