@@ -7,6 +7,9 @@
 // (StorageError kind "newer_schema"); a corrupt file is moved aside to <path>.corrupt-<time>
 // and a fresh database started (StoreOpenInfo says so, so the UI can tell the user).
 //
+// Also stored: generation runs per message, model files (path, sha256, size, architecture) and
+// saved compare-view runs; export/import of a conversation is in storage/export.h.
+//
 // Regenerate (FAULT-KINDS B21) keeps the replaced reply as an inactive branch: messages() returns
 // the one active path (what goes into the model's context), all_messages() every stored row.
 //
@@ -75,6 +78,42 @@ struct Message {
   bool active = true;               // false: replaced by a regeneration, outside the context
 };
 
+// One generation run behind an assistant message (a row of `generations`): several per message
+// when a reply was regenerated with other settings. The JSON fields are stored as given (must be
+// valid JSON or empty; empty reads back as "").
+struct GenerationRecord {
+  int64_t id = 0;
+  int64_t message_id = 0;
+  std::string mode;                // "speculative" / "baseline"; required
+  std::string params_json;         // sampling and drafter settings
+  std::string stats_json;          // summary (tokens/s, TTFT, alpha, tau, ...)
+  std::vector<int> accepted_hist;  // [k + 1]: entry i = verify steps that accepted i drafts
+  int64_t created_ms = 0;          // Unix epoch ms; 0 on record_generation means "now"
+};
+
+// A model file seen by the app (a row of `models`, one per path).
+struct ModelRecord {
+  int64_t id = 0;
+  std::string path;          // absolute path of the GGUF file; required, unique
+  std::string sha256;        // lowercase hex of the file's SHA-256 (sha256_file), or ""
+  int64_t size_bytes = 0;    // file size in bytes
+  std::string architecture;  // GGUF general.architecture, e.g. "llama"
+};
+
+// A saved compare-view run (a row of `compare_runs`): one prompt, baseline then speculative.
+// baseline_json / speculative_json hold each side's measurements (tokens/s, TTFT ms, total ms,
+// n_tokens, optionally token ids); every *_json field must be valid JSON or empty.
+struct CompareRecord {
+  int64_t id = 0;
+  std::optional<int64_t> conversation_id;  // the prompt's conversation; nullopt: none, or deleted
+  int64_t created_ms = 0;                  // Unix epoch ms; 0 on save means "now"
+  std::string prompt;
+  std::string params_json, baseline_json, speculative_json;
+  double speedup = 0;        // baseline total time / speculative total time; finite, >= 0
+  bool identical = false;    // greedy verdict: the two token streams are the same
+  int64_t first_diff = -1;   // first differing token position; -1 exactly when identical
+};
+
 struct StoreOpenInfo {
   bool recovered_from_corrupt = false;
   std::string moved_aside_to;  // path of the corrupt file, when recovered
@@ -112,14 +151,15 @@ class ConversationStore {
   // Both throw StorageError "not_found" for an unknown id.
   void rename_conversation(int64_t id, const std::string& title);
   void set_system_prompt(int64_t id, const std::string& system_prompt);
-  // Messages (and their generations) go with it (ON DELETE CASCADE). Unknown id: no-op.
+  // Messages (and their generations) go with it (ON DELETE CASCADE); its compare runs stay,
+  // unlinked (conversation_id becomes nullopt). Unknown id: no-op.
   void delete_conversation(int64_t id);
   std::vector<Conversation> list_conversations() const;  // newest updated_ms first, then newest id
   std::optional<Conversation> conversation(int64_t id) const;  // nullopt when unknown
 
   // Stores m (its id is ignored) and returns the new id; sets the conversation's updated_ms to
   // now. Throws StorageError "not_found" (unknown conversation) or "invalid" (role not
-  // system/user/assistant, a negative token id, drafted neither empty nor one per token).
+  // system/user/assistant, a negative token id, drafted neither empty nor one 0/1 per token).
   int64_t add_message(const Message& m);
   // Regenerate / edit-and-resend: in one transaction marks `replaced_id` and every later active
   // message of its conversation inactive (kept, outside the context) and adds m to the same
@@ -135,6 +175,41 @@ class ConversationStore {
   void set_message_active(int64_t message_id, bool active);
   void delete_message(int64_t message_id);  // unknown id: no-op
 
+  // ---- search, generations, models, compare runs, import (store_records.cpp) ----
+
+  // Conversations whose title or any message's text (inactive branches included: the user can
+  // switch back to them) contains `text` as a substring, newest updated first like
+  // list_conversations(). Case-insensitive for ASCII letters only (SQLite LIKE); '%', '_' and
+  // '\' in `text` match themselves. An empty `text` matches every conversation.
+  std::vector<Conversation> search_conversations(const std::string& text) const;
+
+  // Stores g for `message_id` (g.id and g.message_id are ignored) and returns the new id.
+  // Throws StorageError "not_found" (unknown message) or "invalid" (empty mode, a *_json field
+  // that is neither empty nor valid JSON, a negative histogram entry).
+  int64_t record_generation(int64_t message_id, const GenerationRecord& g);
+  // The message's generations, oldest first (empty for an unknown message).
+  std::vector<GenerationRecord> generations(int64_t message_id) const;
+
+  // Inserts m, or updates the row with the same path (sha256, size, architecture replaced).
+  // Returns the row's id (unchanged by an update). Throws StorageError "invalid" for an empty
+  // path or a negative size.
+  int64_t upsert_model(const ModelRecord& m);
+  std::optional<ModelRecord> model_by_path(const std::string& path) const;  // nullopt: unknown
+
+  // Stores r (r.id ignored) and returns the new id. Throws StorageError "not_found" (a
+  // conversation_id that does not exist) or "invalid" (first_diff not -1 exactly when identical,
+  // first_diff < -1, speedup negative or not finite, a *_json field that is not valid JSON).
+  int64_t save_compare_run(const CompareRecord& r);
+  // Newest first; only those of `conversation_id` when given (all runs otherwise).
+  std::vector<CompareRecord> compare_runs(std::optional<int64_t> conversation_id = std::nullopt) const;
+
+  // Stores c (its id ignored) with all its messages in one transaction, preserving titles,
+  // created/updated times (0 = now), and per message: text, role, token ids, drafted, tokenizer
+  // hash, template name, stats, active flag, created time. Message ids and conversation ids are
+  // ignored; the order of `all_messages` is kept. Returns the new conversation's id. Throws
+  // StorageError "invalid" (as add_message) and stores nothing then.
+  int64_t import_conversation(const Conversation& c, const std::vector<Message>& all_messages);
+
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
@@ -147,5 +222,10 @@ class ConversationStore {
 // overrides the whole path (tests); its parent directory is created. Throws StorageError "io"
 // when no home directory is known or a directory cannot be created.
 std::string default_database_path();
+
+// SHA-256 of the file's bytes as 64 lowercase hex digits (FIPS 180-4, via OpenSSL's libcrypto).
+// Reads the whole file (seconds for a multi-GB GGUF: call it off the GUI thread). Throws
+// StorageError "io" when the file cannot be opened or read.
+std::string sha256_file(const std::string& path);
 
 }  // namespace specchat

@@ -68,6 +68,36 @@ CREATE TABLE models (
 );
 )sql";
 
+// Version 2: saved runs of the compare view (baseline vs speculative on one prompt).
+//
+// conversation_id: the conversation the prompt came from, or NULL; deleting that conversation
+//   keeps its compare runs (measurements outlive the chat) and clears the link.
+// baseline_json / speculative_json: one side's measurements as JSON (tokens/s, TTFT ms, total
+//   ms, n_tokens, optionally the token ids); params_json: the sampling and drafter settings.
+// identical / first_diff: the greedy verdict; first_diff is the first differing token position,
+//   -1 exactly when the two token streams are identical.
+// compare_runs_by_conversation serves the per-conversation list and the ON DELETE SET NULL
+//   lookup (SQLite scans the child table on a parent delete without one).
+// No index for conversation search: search_conversations() matches substrings (LIKE '%x%'),
+//   which no B-tree index can serve; a scan of the messages' text is milliseconds at chat-history
+//   sizes. An FTS5 table would be the step after that, if histories grow to millions of rows.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE compare_runs (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  conversation_id  INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+  created_ms       INTEGER NOT NULL,
+  prompt           TEXT    NOT NULL DEFAULT '',
+  params_json      TEXT,
+  baseline_json    TEXT,
+  speculative_json TEXT,
+  speedup          REAL,
+  identical        INTEGER NOT NULL CHECK (identical IN (0, 1)),
+  first_diff       INTEGER NOT NULL DEFAULT -1,
+  CHECK ((identical = 1 AND first_diff = -1) OR (identical = 0 AND first_diff >= 0))
+);
+CREATE INDEX compare_runs_by_conversation ON compare_runs(conversation_id, id);
+)sql";
+
 constexpr const char* kSelectUserVersion = "PRAGMA user_version";
 // One statement, so one snapshot: read separately, a connection racing ours to create the same
 // new file could commit in between and make it look like another program's file.
@@ -77,6 +107,7 @@ constexpr const char* kSelectFileIdentity =
 constexpr const char* kForeignKeyCheck = "PRAGMA foreign_key_check";
 
 void apply_v1(sqlite3* db) { sql::exec(db, kSchemaV1, "migration 1 (initial schema)"); }
+void apply_v2(sqlite3* db) { sql::exec(db, kSchemaV2, "migration 2 (compare_runs)"); }
 
 int64_t select_int(sqlite3* db, const char* query) {
   sql::Stmt st(db, query, query);
@@ -126,6 +157,7 @@ void check_foreign_keys(sqlite3* db) {
 const std::vector<Step>& steps() {
   static const std::vector<Step> kSteps = {
       {1, "initial schema: conversations, messages, generations, models", apply_v1},
+      {2, "compare_runs: saved baseline vs speculative comparisons", apply_v2},
   };
   return kSteps;
 }

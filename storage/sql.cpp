@@ -52,6 +52,12 @@ Stmt& Stmt::bind(int i, int64_t v) {
   return *this;
 }
 
+Stmt& Stmt::bind_real(int i, double v) {
+  const int rc = sqlite3_bind_double(st_, i, v);
+  if (rc != SQLITE_OK) fail(db_, rc, what_);
+  return *this;
+}
+
 Stmt& Stmt::bind(int i, const std::string& v) {
   const int rc = sqlite3_bind_text64(st_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc != SQLITE_OK) fail(db_, rc, what_);

@@ -37,6 +37,7 @@ class Stmt {
   Stmt& operator=(const Stmt&) = delete;
 
   Stmt& bind(int i, int64_t v);
+  Stmt& bind_real(int i, double v);
   Stmt& bind(int i, const std::string& v);                 // UTF-8 text, copied
   Stmt& bind_blob(int i, const std::vector<uint8_t>& v);   // empty -> zero-length blob, not NULL
   Stmt& bind_null(int i);

@@ -116,7 +116,7 @@ TEST_CASE("open: fresh file gets the current schema, WAL, and the SpecChat appli
   CHECK(raw.integer("PRAGMA user_version") == ConversationStore::schema_version());
   CHECK(raw.integer("PRAGMA application_id") == migrations::kApplicationId);
   CHECK(raw.scalar("PRAGMA journal_mode") == "wal");
-  for (const char* t : {"conversations", "messages", "generations", "models"})
+  for (const char* t : {"conversations", "messages", "generations", "models", "compare_runs"})
     CHECK(raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '") + t + "'") == 1);
 }
 
@@ -133,6 +133,13 @@ TEST_CASE("migrations: a database created at schema version 1 opens and keeps it
         "INSERT INTO messages (conversation_id, role, text, token_ids, raw_len, latent_len, n_tokens, "
         "tokenizer_hash, template_name, stats_json, created_ms) VALUES (1, 'user', 'hello', "
         "x'050000000600000007000000FFFFFFFF', 3, 2, 0, -1, 'chatml', NULL, 3)");
+    // Rows in the other v1 tables, as the first release wrote them.
+    raw.exec(
+        "INSERT INTO generations (message_id, mode, params_json, stats_json, accepted_hist_json, "
+        "created_ms) VALUES (1, 'speculative', '{\"k\":4}', '{\"tps\":9.5}', '[1,0,2]', 4)");
+    raw.exec(
+        "INSERT INTO models (path, sha256, size_bytes, architecture) "
+        "VALUES ('/m/t.gguf', 'abcd', 123, 'llama')");
   }
   {
     ConversationStore store(old_path);
@@ -147,9 +154,33 @@ TEST_CASE("migrations: a database created at schema version 1 opens and keeps it
     CHECK(ms[0].tokenizer_hash == 0xFFFFFFFFFFFFFFFFull);
     store.add_message(make_message(convs[0].id, "assistant", "hi", {8}));
     CHECK(store.messages(convs[0].id).size() == 2);
+
+    // v1 -> v2: the v1 generations and models rows read through the new API, and the new
+    // compare_runs table links to the old conversation.
+    const auto gens = store.generations(ms[0].id);
+    REQUIRE(gens.size() == 1);
+    CHECK(gens[0].mode == "speculative");
+    CHECK(gens[0].params_json == "{\"k\":4}");
+    CHECK(gens[0].accepted_hist == std::vector<int>{1, 0, 2});
+    CHECK(gens[0].created_ms == 4);
+    const auto model = store.model_by_path("/m/t.gguf");
+    REQUIRE(model);
+    CHECK(model->sha256 == "abcd");
+    CHECK(model->size_bytes == 123);
+    CHECK(model->architecture == "llama");
+    CHECK(store.search_conversations("HELLO").size() == 1);
+    CompareRecord run;
+    run.conversation_id = convs[0].id;
+    run.prompt = "hello";
+    run.speedup = 1.5;
+    run.identical = true;
+    store.save_compare_run(run);
+    REQUIRE(store.compare_runs(convs[0].id).size() == 1);
   }
   RawDb raw(old_path);
   CHECK(raw.integer("PRAGMA user_version") == ConversationStore::schema_version());
+  CHECK(raw.integer("SELECT count(*) FROM compare_runs") == 1);
+  CHECK(raw.column("PRAGMA foreign_key_check").empty());
 
   // The migrated old file and a fresh file end with the same schema.
   const std::string fresh_path = dir.file("fresh.sqlite");

@@ -1,0 +1,62 @@
+// Conversation export (Markdown, self-contained HTML, JSON) and JSON import.
+//
+// Markdown and HTML are for reading: they show the active path only (what the model saw), with
+// a stats line under each reply. JSON is for moving a conversation between databases: every
+// stored field of every message, inactive branches included, so an import gives back an
+// identical conversation (ids aside, which the importing database assigns).
+//
+// JSON format "specchat-conversation", version 1 (UTF-8; unknown keys are ignored):
+//   { "format": "specchat-conversation", "version": 1,
+//     "conversation": { "title", "system_prompt", "created_ms", "updated_ms" },
+//     "messages": [ { "role": "system"|"user"|"assistant", "text",
+//                     "token_ids": [int, ...]      (raw, unpadded; each 0..2^31-1),
+//                     "drafted": [0|1, ...]        (one per token, or empty),
+//                     "tokenizer_hash": "<decimal uint64>"  (a string: JSON readers such as
+//                                                  JavaScript lose integers above 2^53),
+//                     "template_name", "stats": { MessageStats fields }, "active": bool,
+//                     "created_ms" }, ... ] }
+// Times are Unix epoch milliseconds. Messages are in insertion order.
+//
+// Qt-free; pure functions except import_json.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "storage/conversation_store.h"
+
+namespace specchat {
+
+// `messages` = all_messages() of the conversation (inactive branches included; Markdown/HTML
+// show only active ones). Title as heading, the system prompt, "**You**"/"**Assistant**" turns,
+// a stats line under replies. Message text is copied as is (replies are Markdown already).
+std::string export_markdown(const Conversation& c, const std::vector<Message>& messages);
+
+// One HTML5 document with inline CSS and no external resources (a Content-Security-Policy
+// forbids any); all text HTML-escaped (& < > " '). Drafted tokens cannot be highlighted (no
+// per-token text is stored), so each reply shows its stats and how many tokens came from
+// accepted drafts.
+std::string export_html(const Conversation& c, const std::vector<Message>& messages);
+
+// The JSON format above, pretty-printed (2-space indent, UTF-8 unescaped). Bytes that are not
+// valid UTF-8 in a text are replaced by U+FFFD.
+std::string export_json(const Conversation& c, const std::vector<Message>& messages);
+
+struct ImportedConversation {
+  Conversation conversation;      // id 0
+  std::vector<Message> messages;  // ids 0, conversation_id 0, in file order
+};
+
+// Parses and checks a "specchat-conversation" version 1 document. Throws
+// StorageError("invalid", "<what is wrong, with the JSON path>"), for example
+// "$.messages[2].token_ids[5]: -3 is not a token id (0..2147483647)", on malformed JSON, another
+// format or version, a wrong type, a negative token id, a drafted list whose length is neither 0
+// nor the token count, an unknown role.
+ImportedConversation parse_conversation_json(const std::string& json);
+
+// parse_conversation_json + ConversationStore::import_conversation (one transaction). Returns
+// the new conversation's id; on any error nothing is stored. Throws StorageError.
+int64_t import_json(ConversationStore& store, const std::string& json);
+
+}  // namespace specchat
