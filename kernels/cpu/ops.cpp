@@ -1,6 +1,8 @@
 #include "kernels/cpu/ops.h"
 
+#if SPECCHAT_HAVE_BLAS
 #include <cblas.h>
+#endif
 #include <omp.h>
 
 #include <algorithm>
@@ -17,7 +19,9 @@ void set_num_threads(int n) {
   // BLAS (prefill, big trees) runs single-threaded so its spinning workers never fight the
   // OpenMP team for the cores (TRAINING-NOTES: "thread pools fight").
   omp_set_num_threads(n);
+#if SPECCHAT_HAVE_BLAS
   openblas_set_num_threads(1);
+#endif
 }
 
 namespace {
@@ -96,12 +100,22 @@ void matmul_small(const float* x, const float* w, float* y, int n_tokens, int n_
 }  // namespace
 
 void matmul(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out) {
+#if SPECCHAT_HAVE_BLAS
   if (n_tokens <= kSmallBatch) {
     matmul_small(x, w, y, n_tokens, n_in, n_out);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_tokens, n_out, n_in, 1.0f, x, n_in,
                 w, n_in, 0.0f, y, n_out);
   }
+#else
+  // Built without OpenBLAS (SPECCHAT_BLAS=OFF): the small-batch kernel, 32 rows at a time, so
+  // each weight block is still reused across a chunk of rows from L1.
+  for (int t0 = 0; t0 < n_tokens; t0 += kSmallBatch) {
+    const int nt = std::min(kSmallBatch, n_tokens - t0);
+    matmul_small(x + static_cast<int64_t>(t0) * n_in, w, y + static_cast<int64_t>(t0) * n_out, nt,
+                 n_in, n_out);
+  }
+#endif
 }
 
 void rmsnorm(const float* x, const float* weight, float* out, int n_tokens, int d, float eps) {

@@ -12,7 +12,7 @@ namespace specchat::cpu {
 void set_num_threads(int n);
 
 // y[n_tokens, n_out] = x[n_tokens, n_in] · W^T, with W [n_out, n_in] (GGUF/PyTorch layout).
-// OpenBLAS sgemm (sgemv for one row).
+// Own AVX2 kernel up to 32 rows; OpenBLAS sgemm beyond (or 32-row chunks when built without BLAS).
 void matmul(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out);
 
 // out[n_tokens, d] = x / sqrt(mean(x^2) + eps) * weight[d]   (RMSNorm, Zhang & Sennrich 2019)

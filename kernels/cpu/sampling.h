@@ -1,0 +1,21 @@
+// Row-wise argmax, top-k and top-p; CPU twins of kernels/cuda/sampling.h (softmax_rows is in
+// kernels/cpu/ops.h). Inputs are expected finite.
+#pragma once
+
+#include <cstdint>
+
+namespace specchat::cpu {
+
+// ids[r] = index of the largest x[r, :] (lowest index among equal maxima); x [n_rows, n], n >= 1.
+void argmax_rows(const float* x, int n_rows, int n, int32_t* ids);
+
+// ids[r, 0..k), vals[r, 0..k): the k largest x[r, :], value descending, equal values by
+// ascending id. 1 <= k <= n, else std::invalid_argument (the device twin also caps k at 64).
+void topk_rows(const float* x, int n_rows, int n, int k, int32_t* ids, float* vals);
+
+// Nucleus cut over probs [n_rows, n], rows sorted descending summing to 1: keeps the shortest
+// prefix whose running double sum reaches top_p (at least 1 entry; all when top_p >= 1), zeroes
+// the rest, divides the kept entries by their (double) sum; n_kept[n_rows] (may be null).
+void topp_rows(float* probs, int n_rows, int n, float top_p, int32_t* n_kept);
+
+}  // namespace specchat::cpu

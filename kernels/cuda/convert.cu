@@ -1,0 +1,92 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/convert.h"
+#include "kernels/random_hash.h"
+
+namespace specchat::cuda {
+namespace {
+
+// Round-to-nearest-even stores, identical to cpu::f32_to_f16 / f32_to_bf16 for non-NaN values.
+__device__ inline void store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ inline void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ inline void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ inline float load(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ inline float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+
+#define SPECCHAT_GRID_STRIDE(i, n)                                                     \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+template <typename T>
+__global__ void from_f32_kernel(const float* src, T* dst, int64_t n) {
+  SPECCHAT_GRID_STRIDE(i, n) store(dst, i, src[i]);
+}
+
+template <typename T>
+__global__ void to_f32_kernel(const T* src, float* dst, int64_t n) {
+  SPECCHAT_GRID_STRIDE(i, n) dst[i] = load(src, i);
+}
+
+template <typename T>
+__global__ void random_fill_kernel(T* dst, int64_t n, uint64_t seed, float a) {
+  SPECCHAT_GRID_STRIDE(i, n) store(dst, i, ::specchat::detail::random_value_f32(seed, static_cast<uint64_t>(i), a));
+}
+
+}  // namespace
+
+void convert_from_f32(const float* src, void* dst, DType dtype, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  const unsigned grid = detail::grid_for(n);
+  switch (dtype) {
+    case DType::f32:
+      SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+                                          cudaMemcpyDeviceToDevice, stream));
+      return;
+    case DType::f16:
+      from_f32_kernel<<<grid, detail::kBlock, 0, stream>>>(src, static_cast<__half*>(dst), n);
+      break;
+    case DType::bf16:
+      from_f32_kernel<<<grid, detail::kBlock, 0, stream>>>(src, static_cast<__nv_bfloat16*>(dst), n);
+      break;
+  }
+  SPECCHAT_CUDA_CHECK_LAUNCH();
+}
+
+void convert_to_f32(const void* src, DType dtype, float* dst, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  const unsigned grid = detail::grid_for(n);
+  switch (dtype) {
+    case DType::f32:
+      SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+                                          cudaMemcpyDeviceToDevice, stream));
+      return;
+    case DType::f16:
+      to_f32_kernel<<<grid, detail::kBlock, 0, stream>>>(static_cast<const __half*>(src), dst, n);
+      break;
+    case DType::bf16:
+      to_f32_kernel<<<grid, detail::kBlock, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), dst, n);
+      break;
+  }
+  SPECCHAT_CUDA_CHECK_LAUNCH();
+}
+
+void random_fill(void* dst, DType dtype, int64_t n, uint64_t seed, float a, cudaStream_t stream) {
+  if (n <= 0) return;
+  const unsigned grid = detail::grid_for(n);
+  switch (dtype) {
+    case DType::f32:
+      random_fill_kernel<<<grid, detail::kBlock, 0, stream>>>(static_cast<float*>(dst), n, seed, a);
+      break;
+    case DType::f16:
+      random_fill_kernel<<<grid, detail::kBlock, 0, stream>>>(static_cast<__half*>(dst), n, seed, a);
+      break;
+    case DType::bf16:
+      random_fill_kernel<<<grid, detail::kBlock, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), n, seed, a);
+      break;
+  }
+  SPECCHAT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace specchat::cuda
