@@ -14,19 +14,20 @@
 #include "ui/chat_controller.h"
 #include "ui/engine_worker.h"
 #include "ui/main_window.h"
+#include "ui/settings.h"
 
 namespace {
 
 struct Options {
-  QString target;    // empty = bundled target
-  QString draft;     // empty = no draft model
+  specchat::ui::AppSettings app;  // saved settings with the command line's overrides applied
   QString database;
-  specchat::ui::GenerationSettings settings;
+  QString settings_file;          // empty = the platform's default QSettings location
 };
 
-// Reads the command line. Model paths are resolved here, not in the worker: without --model the
-// bundled target is used with the bundled draft (when present); with --model, a draft only when
-// --draft names one. A bad number returns nullopt with the reason in `o_error`.
+// Reads the command line over the saved settings (options given on the command line win for
+// this run and are not saved). Model paths are resolved here, not in the worker: without a
+// target the bundled target is used with the bundled draft (when present); with a target, a
+// draft only when one is named. A bad number returns nullopt with the reason in `o_error`.
 std::optional<Options> parse(const QApplication& app, QString& o_error) {
   QCommandLineParser p;
   p.setApplicationDescription(QStringLiteral("SpecChat: chat with a local LLM, sped up by lossless speculative decoding."));
@@ -45,44 +46,63 @@ std::optional<Options> parse(const QApplication& app, QString& o_error) {
                                              "<data dir>/specchat/specchat.sqlite."),
                               QStringLiteral("path"));
   const QCommandLineOption draft_k(QStringLiteral("draft-k"),
-                                   QStringLiteral("Drafted tokens per step (0 = baseline). Default 4."),
+                                   QStringLiteral("Drafted tokens per step (0 = baseline). Overrides the saved setting (default 4)."),
                                    QStringLiteral("n"), QStringLiteral("4"));
   const QCommandLineOption max_tokens(QStringLiteral("max-tokens"),
-                                      QStringLiteral("Most tokens per reply. Default 256."),
+                                      QStringLiteral("Most tokens per reply. Overrides the saved setting (default 256)."),
                                       QStringLiteral("n"), QStringLiteral("256"));
   const QCommandLineOption temperature({QStringLiteral("t"), QStringLiteral("temperature")},
-                                       QStringLiteral("Sampling temperature (0 = greedy). Default 0."),
+                                       QStringLiteral("Sampling temperature (0 = greedy). Overrides the saved setting (default 0)."),
                                        QStringLiteral("T"), QStringLiteral("0"));
-  const QCommandLineOption seed(QStringLiteral("seed"), QStringLiteral("Sampling seed. Default 0."),
+  const QCommandLineOption seed(QStringLiteral("seed"), QStringLiteral("Sampling seed. Overrides the saved setting (default 0)."),
                                 QStringLiteral("n"), QStringLiteral("0"));
-  p.addOptions({model, draft, no_draft, db, draft_k, max_tokens, temperature, seed});
+  const QCommandLineOption settings_file(QStringLiteral("settings"),
+                                         QStringLiteral("Settings file (INI). Default: the platform's location."),
+                                         QStringLiteral("path"));
+  p.addOptions({model, draft, no_draft, db, draft_k, max_tokens, temperature, seed, settings_file});
   p.process(app);
 
   Options o;
+  o.settings_file = p.value(settings_file);
+  o.app = specchat::ui::load_settings(o.settings_file);
+  specchat::ui::GenerationSettings& g = o.app.generation;
   bool ok = false;
   auto bad = [&ok, &o_error](const QCommandLineOption& opt) {
     if (!ok) o_error = QStringLiteral("invalid value for --%1").arg(opt.names().constLast());
     return !ok;
   };
-  o.settings.draft_k = p.value(draft_k).toInt(&ok);
-  ok = ok && o.settings.draft_k >= 0;
-  if (bad(draft_k)) return std::nullopt;
-  o.settings.max_tokens = p.value(max_tokens).toInt(&ok);
-  ok = ok && o.settings.max_tokens >= 1;
-  if (bad(max_tokens)) return std::nullopt;
-  o.settings.sampling.temperature = p.value(temperature).toFloat(&ok);
-  ok = ok && o.settings.sampling.temperature >= 0;
-  if (bad(temperature)) return std::nullopt;
-  o.settings.sampling.seed = p.value(seed).toULongLong(&ok);
-  if (bad(seed)) return std::nullopt;
-  o.target = p.value(model);
+  if (p.isSet(draft_k)) {
+    g.draft_k = p.value(draft_k).toInt(&ok);
+    ok = ok && g.draft_k >= 0;
+    if (bad(draft_k)) return std::nullopt;
+  }
+  if (p.isSet(max_tokens)) {
+    g.max_tokens = p.value(max_tokens).toInt(&ok);
+    ok = ok && g.max_tokens >= 1;
+    if (bad(max_tokens)) return std::nullopt;
+  }
+  if (p.isSet(temperature)) {
+    g.sampling.temperature = p.value(temperature).toFloat(&ok);
+    ok = ok && g.sampling.temperature >= 0;
+    if (bad(temperature)) return std::nullopt;
+  }
+  if (p.isSet(seed)) {
+    g.sampling.seed = p.value(seed).toULongLong(&ok);
+    if (bad(seed)) return std::nullopt;
+  }
+  QString& target = o.app.target_path;
+  QString& dpath = o.app.draft_path;
+  if (p.isSet(model)) {
+    target = p.value(model);
+    dpath.clear();  // a draft for another target would not fit
+  }
   if (p.isSet(no_draft)) {
-    o.draft.clear();
+    dpath.clear();
   } else if (p.isSet(draft)) {
-    o.draft = p.value(draft);
-  } else if (o.target.isEmpty()) {
+    dpath = p.value(draft);
+  } else if (target.isEmpty() && dpath.isEmpty()) {
     const QString bundled = QString::fromStdString(specchat::bundled_draft_path());
-    if (QFileInfo::exists(bundled)) o.draft = bundled;
+    if (QFileInfo::exists(bundled)) dpath = bundled;
   }
   if (p.isSet(db)) {
     o.database = p.value(db);
@@ -110,12 +130,14 @@ int main(int argc, char** argv) {
   }
   const Options& opt = *parsed;
 
+  specchat::ui::apply_theme(opt.app.theme);
   specchat::ui::EngineHost engine;
   specchat::ui::ChatController controller(engine.worker(), opt.database);
-  controller.setSettings(opt.settings);
+  controller.setSettings(opt.app.generation);
   specchat::ui::MainWindow window(&controller);
+  window.setAppSettings(opt.app, opt.settings_file);
   window.show();
   // Load in the background while the window comes up; the first Send waits for it.
-  engine.loadModels(opt.target, opt.draft);
+  engine.loadModels(opt.app.target_path, opt.app.draft_path);
   return app.exec();
 }

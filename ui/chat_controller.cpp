@@ -2,8 +2,10 @@
 
 #include <QDateTime>
 #include <QFileInfo>
+#include <QMetaObject>
 
 #include <exception>
+#include <functional>
 
 #include "ui/engine_worker.h"
 
@@ -23,11 +25,22 @@ QString title_from(const QString& text) {
 
 qint64 now_ms() { return QDateTime::currentMSecsSinceEpoch(); }
 
+// A loader's exception text made readable: an allocation failure says so in words.
+QString readable_error(const QString& message) {
+  if (message.contains(QLatin1String("bad_alloc")) || message.contains(QLatin1String("out of memory"))) {
+    return ChatController::tr("Out of memory: the model does not fit in this machine's memory (%1). "
+                              "Choose a smaller model in Settings.")
+        .arg(message);
+  }
+  return message;
+}
+
 }  // namespace
 
 ChatController::ChatController(EngineWorker* worker, const QString& database_path, QObject* parent)
     : QObject(parent), worker_(worker) {
   register_engine_types();
+  register_storage_types();
   connect(worker_, &EngineWorker::modelsLoading, this, &ChatController::onModelsLoading,
           Qt::QueuedConnection);
   connect(worker_, &EngineWorker::modelsLoaded, this, &ChatController::onModelsLoaded,
@@ -38,71 +51,101 @@ ChatController::ChatController(EngineWorker* worker, const QString& database_pat
           Qt::QueuedConnection);
   connect(this, &ChatController::generateRequested, worker_, &EngineWorker::generate,
           Qt::QueuedConnection);
-  openStore(database_path);
+
+  StorageWorker* sw = storage_.worker();
+  connect(sw, &StorageWorker::conversationsListed, &conversations_,
+          &ConversationListModel::setConversations, Qt::QueuedConnection);
+  connect(sw, &StorageWorker::conversationCreated, this, &ChatController::onConversationCreated,
+          Qt::QueuedConnection);
+  connect(sw, &StorageWorker::conversationLoaded, this, &ChatController::onConversationLoaded,
+          Qt::QueuedConnection);
+  connect(sw, &StorageWorker::messageSaved, this, &ChatController::onMessageSaved, Qt::QueuedConnection);
+  connect(sw, &StorageWorker::exported, this, &ChatController::exported, Qt::QueuedConnection);
+  connect(sw, &StorageWorker::imported, this,
+          [this](const Conversation& c) {
+            openConversation(c.id);
+            setStatus(tr("Imported \u201c%1\u201d.").arg(QString::fromStdString(c.title)), false);
+            Q_EMIT imported(c.id);
+          },
+          Qt::QueuedConnection);
+  connect(sw, &StorageWorker::failed, this, [this](const QString& what) { setStatus(what, true); },
+          Qt::QueuedConnection);
+  connect(&conversations_, &ConversationListModel::renameRequested, this,
+          &ChatController::renameConversation);
+
+  undo_timer_.setSingleShot(true);
+  undo_timer_.setInterval(kUndoMs);
+  connect(&undo_timer_, &QTimer::timeout, this, &ChatController::commitPendingDelete);
+
+  title_ = QString::fromUtf8(kNewTitle);
+  applyOpen(storage_.open(database_path));
 }
 
 ChatController::~ChatController() {
   if (current_job_ != 0) worker_->stop(current_job_);
+  commitPendingDelete();
+  // storage_'s destructor waits for the queued writes.
 }
 
-void ChatController::openStore(const QString& path) {
-  title_ = QString::fromUtf8(kNewTitle);
-  if (path.isEmpty()) {
-    setStatus(tr("Conversations are not saved: no database location."), true);
-    return;
-  }
-  try {
-    store_ = std::make_unique<ConversationStore>(path.toStdString());
-    if (store_->open_info().recovered_from_corrupt) {
-      setStatus(tr("The conversation database was damaged; it was moved to %1 and a new one started.")
-                    .arg(QString::fromStdString(store_->open_info().moved_aside_to)),
-                true);
-    }
-    const std::vector<Conversation> all = store_->list_conversations();
-    if (!all.empty()) {
-      loadConversation(all.front());
-      return;
-    }
-    const int64_t id = store_->create_conversation(kNewTitle);
-    Conversation c;
-    c.id = id;
-    c.title = kNewTitle;
-    loadConversation(c);
-  } catch (const std::exception& e) {
-    store_.reset();
-    conversation_id_ = 0;
-    model_.clear();
-    setStatus(tr("Conversations are not saved: %1").arg(QString::fromStdString(e.what())), true);
-  }
+void ChatController::applyOpen(const StorageOpenResult& r) {
+  persistent_ = r.ok;
+  if (!r.status.isEmpty()) setStatus(r.status, r.status_is_error);
+  if (!r.ok) return;
+  conversations_.setConversations(r.conversations);
+  showConversation(r.current, r.messages);
 }
 
-void ChatController::loadConversation(const Conversation& c) {
+void ChatController::showConversation(const Conversation& c, const std::vector<Message>& messages) {
   conversation_id_ = c.id;
-  system_prompt_ = c.system_prompt;
-  title_ = QString::fromStdString(c.title);
+  loading_id_ = 0;
+  error_row_ = -1;
+  replaced_.reset();
+  system_prompt_ = QString::fromStdString(c.system_prompt);
   QList<ChatItem> items;
   QString last_stats;
-  for (const Message& m : store_->messages(c.id)) {
+  for (const Message& m : messages) {
     items.append(ChatModel::fromMessage(m));
     if (items.back().has_stats) last_stats = format_stats(items.back().stats);
   }
   model_.setItems(std::move(items));
   setStats(last_stats);
-  Q_EMIT titleChanged(title_);
+  setTitle(QString::fromStdString(c.title));
+  Q_EMIT systemPromptChanged(system_prompt_);
+  Q_EMIT conversationChanged(conversation_id_);
 }
 
-void ChatController::persist(int row, const Message& m) {
-  if (!store_ || conversation_id_ == 0) return;
-  try {
-    model_.setMessageId(row, store_->add_message(m));
-  } catch (const std::exception& e) {
-    setStatus(tr("Could not save the message: %1").arg(QString::fromStdString(e.what())), true);
+void ChatController::post(std::function<void(StorageWorker*)> request) {
+  StorageWorker* w = storage_.worker();
+  QMetaObject::invokeMethod(w, [w, request = std::move(request)] { request(w); }, Qt::QueuedConnection);
+}
+
+qint64 ChatController::save(int row, const Message& m, qint64 replaced_id) {
+  if (!persistent_ || conversation_id_ == 0) return 0;
+  const qint64 pending = nextPending();
+  model_.setMessageId(row, pending);
+  if (replaced_id != 0) {
+    post([a0 = pending, a1 = replaced_id, a2 = m](StorageWorker* w) { w->replaceMessage(a0, a1, a2); });
+  } else {
+    post([a0 = pending, a1 = m](StorageWorker* w) { w->addMessage(a0, a1); });
   }
+  return pending;
+}
+
+QString ChatController::messageText(int row) const {
+  return row >= 0 && row < model_.rowCount() ? model_.item(row).text : QString();
+}
+
+void ChatController::clearErrorRow() {
+  if (error_row_ >= 0 && error_row_ < model_.rowCount() && model_.item(error_row_).role == QLatin1String("error")) {
+    model_.removeAt(error_row_);
+  }
+  error_row_ = -1;
 }
 
 void ChatController::send(const QString& text) {
   const QString body = text.trimmed();
-  if (isBusy() || body.isEmpty()) return;
+  if (isBusy() || loading_id_ != 0 || body.isEmpty()) return;
+  clearErrorRow();
 
   ChatItem user;
   user.role = QStringLiteral("user");
@@ -114,23 +157,22 @@ void ChatController::send(const QString& text) {
   m.text = body.toStdString();
   m.template_name = template_name_;
   m.created_ms = now_ms();
-  persist(user_row, m);
+  save(user_row, m);
   if (title_ == QLatin1String(kNewTitle)) {
-    title_ = title_from(body);
-    if (store_ && conversation_id_ != 0) {
-      try {
-        store_->rename_conversation(conversation_id_, title_.toStdString());
-      } catch (const std::exception& e) {
-        setStatus(tr("Could not save the title: %1").arg(QString::fromStdString(e.what())), true);
-      }
+    setTitle(title_from(body));
+    if (persistent_ && conversation_id_ != 0) {
+      post([a0 = conversation_id_, a1 = title_](StorageWorker* w) { w->renameConversation(a0, a1); });
     }
-    Q_EMIT titleChanged(title_);
   }
+  startReply();
+}
 
+void ChatController::startReply() {
   GenerateJob job;
   job.id = ++next_job_id_;
   job.conversation_id = conversation_id_;
-  if (!system_prompt_.empty()) job.messages.push_back(ChatMessage{"system", system_prompt_});
+  // The system prompt goes first: it frames every turn (ChatMessage order = context order).
+  if (!system_prompt_.trimmed().isEmpty()) job.messages.push_back(ChatMessage{"system", system_prompt_.toStdString()});
   for (ChatMessage& cm : model_.chatMessages()) job.messages.push_back(std::move(cm));
   job.settings = settings_;
 
@@ -143,28 +185,163 @@ void ChatController::send(const QString& text) {
   Q_EMIT generateRequested(job);
 }
 
+void ChatController::regenerate() {
+  if (isBusy() || loading_id_ != 0) return;
+  clearErrorRow();
+  const int last = model_.rowCount() - 1;
+  if (last < 0) return;
+  const ChatItem& it = model_.item(last);
+  if (it.role == QLatin1String("assistant")) {
+    replaced_ = it;
+    model_.removeAt(last);
+  } else if (it.role != QLatin1String("user")) {
+    return;
+  }
+  startReply();
+}
+
 void ChatController::stop() {
   if (current_job_ != 0) worker_->stop(current_job_);
 }
 
-void ChatController::newConversation() {
+void ChatController::abandonReply() {
+  // The reply being generated belongs to the conversation being left: it is stopped, and what
+  // it produced is still saved there when the engine reports the end (onFinished).
+  if (current_job_ != 0 && persistent_ && conversation_id_ != 0) {
+    abandoned_ = Abandoned{current_job_, conversation_id_, replaced_ ? replaced_->id : 0};
+  }
   stop();
   setBusy(0);
   reply_row_ = -1;
-  if (!store_) {
-    model_.clear();
-    title_ = QString::fromUtf8(kNewTitle);
-    Q_EMIT titleChanged(title_);
+  replaced_.reset();
+}
+
+void ChatController::newConversation() {
+  abandonReply();
+  Conversation c;
+  c.title = kNewTitle;
+  if (persistent_) {
+    c.id = nextPending();
+    post([id = c.id](StorageWorker* w) { w->createConversation(id, QString::fromUtf8(kNewTitle), QString()); });
+  }
+  showConversation(c, {});
+}
+
+void ChatController::openConversation(qint64 id) {
+  if (!persistent_ || id == 0 || (id == conversation_id_ && loading_id_ == 0)) return;
+  abandonReply();
+  loading_id_ = id;
+  conversation_id_ = id;
+  model_.clear();
+  post([a0 = id](StorageWorker* w) { w->loadConversation(a0); });
+}
+
+void ChatController::renameConversation(qint64 id, const QString& title) {
+  const QString t = title.simplified();
+  if (t.isEmpty()) return;
+  if (id == conversation_id_) setTitle(t);
+  if (!persistent_) return;
+  post([a0 = id, a1 = t](StorageWorker* w) { w->renameConversation(a0, a1); });
+}
+
+void ChatController::setSystemPrompt(const QString& text) {
+  if (text == system_prompt_) return;
+  system_prompt_ = text;
+  Q_EMIT systemPromptChanged(text);
+  if (!persistent_ || conversation_id_ == 0) return;
+  post([a0 = conversation_id_, a1 = text](StorageWorker* w) { w->setSystemPrompt(a0, a1); });
+}
+
+void ChatController::deleteConversation(qint64 id) {
+  if (!persistent_ || id == 0) return;
+  commitPendingDelete();
+  const int row = conversations_.rowOf(id);
+  const QString title = id == conversation_id_ ? title_ : conversations_.titleAt(row);
+  pending_delete_ = id;
+  conversations_.setHidden(id, true);
+  undo_timer_.start();
+  if (id == conversation_id_) {
+    const qint64 next = conversations_.idAt(0);
+    if (next != 0) {
+      openConversation(next);
+    } else {
+      newConversation();
+    }
+  }
+  Q_EMIT deletePending(title);
+}
+
+void ChatController::undoDelete() {
+  if (pending_delete_ == 0) return;
+  undo_timer_.stop();
+  const qint64 id = pending_delete_;
+  pending_delete_ = 0;
+  conversations_.setHidden(id, false);
+  Q_EMIT deleteSettled();
+  openConversation(id);
+}
+
+void ChatController::commitPendingDelete() {
+  if (pending_delete_ == 0) return;
+  undo_timer_.stop();
+  const qint64 id = pending_delete_;
+  pending_delete_ = 0;
+  post([a0 = id](StorageWorker* w) { w->deleteConversation(a0); });
+  Q_EMIT deleteSettled();
+}
+
+void ChatController::setSearch(const QString& text) {
+  if (!persistent_) return;
+  post([a0 = text](StorageWorker* w) { w->setFilter(a0); });
+}
+
+void ChatController::exportConversation(ExportFormat format, const QString& path) {
+  if (!persistent_) {
+    setStatus(tr("Could not export: conversations are not saved."), true);
     return;
   }
-  try {
-    Conversation c;
-    c.id = store_->create_conversation(kNewTitle);
-    c.title = kNewTitle;
-    loadConversation(c);
-  } catch (const std::exception& e) {
-    setStatus(tr("Could not create a conversation: %1").arg(QString::fromStdString(e.what())), true);
+  post([a0 = conversation_id_, a1 = format, a2 = path](StorageWorker* w) { w->exportConversation(a0, a1, a2); });
+}
+
+void ChatController::importJson(const QString& path) {
+  if (!persistent_) {
+    setStatus(tr("Could not import: conversations are not saved."), true);
+    return;
   }
+  post([a0 = path](StorageWorker* w) { w->importJson(a0); });
+}
+
+void ChatController::loadModels(const QString& target, const QString& draft) {
+  models_loaded_ = false;
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, target, draft] { w->loadModels(target, draft); }, Qt::QueuedConnection);
+}
+
+void ChatController::onConversationCreated(qint64 pending_id, const Conversation& c) {
+  if (pending_delete_ == pending_id) {
+    pending_delete_ = c.id;
+    conversations_.setHidden(c.id, true);
+  }
+  if (conversation_id_ == pending_id) {
+    conversation_id_ = c.id;
+    Q_EMIT conversationChanged(conversation_id_);
+  }
+  if (loading_id_ == pending_id) loading_id_ = c.id;
+}
+
+void ChatController::onConversationLoaded(const Conversation& c, const std::vector<Message>& messages) {
+  if (loading_id_ == 0 || c.id != loading_id_) return;  // superseded by another request
+  showConversation(c, messages);
+}
+
+void ChatController::onMessageSaved(qint64 pending_id, qint64 id) {
+  for (int row = 0; row < model_.rowCount(); ++row) {
+    if (model_.item(row).id == pending_id) {
+      model_.setMessageId(row, id);
+      break;
+    }
+  }
+  if (replaced_ && replaced_->id == pending_id) replaced_->id = id;
 }
 
 void ChatController::setBusy(quint64 job_id) {
@@ -185,9 +362,15 @@ void ChatController::setStatus(const QString& text, bool error) {
   Q_EMIT statusChanged(text, error);
 }
 
+void ChatController::setTitle(const QString& title) {
+  title_ = title;
+  Q_EMIT titleChanged(title_);
+}
+
 void ChatController::onModelsLoading(const QString& description) { setStatus(description, false); }
 
 void ChatController::onModelsLoaded(const ModelInfo& info) {
+  models_loaded_ = true;
   template_name_ = info.template_name.toStdString();
   QString text = tr("Ready \u00b7 %1").arg(QFileInfo(info.target_path).fileName());
   if (!info.draft_path.isEmpty()) text += tr(" + draft %1").arg(QFileInfo(info.draft_path).fileName());
@@ -200,7 +383,7 @@ void ChatController::onModelsLoaded(const ModelInfo& info) {
 
 void ChatController::onError(const QString& message) {
   engine_error_ = true;
-  setStatus(message, true);
+  setStatus(readable_error(message), true);
 }
 
 void ChatController::onToken(quint64 job_id, const QString& text, bool drafted, int step) {
@@ -210,17 +393,56 @@ void ChatController::onToken(quint64 job_id, const QString& text, bool drafted, 
   setStats(tr("generating\u2026 %1 tokens \u00b7 %2 drafted").arg(it.n_tokens).arg(it.n_drafted));
 }
 
+Message ChatController::replyMessage(const GenerationSummary& s, qint64 conversation_id) const {
+  Message m;
+  m.conversation_id = conversation_id;
+  m.role = "assistant";
+  m.text = s.text.toStdString();
+  m.token_ids = s.tokens;
+  m.drafted = s.drafted;
+  m.tokenizer_hash = s.tokenizer_hash;
+  m.template_name = s.template_name.toStdString();
+  m.stats = to_message_stats(s.stats, s.speculative);
+  m.created_ms = now_ms();
+  return m;
+}
+
 void ChatController::onFinished(const GenerationSummary& s) {
+  if (abandoned_.job != 0 && s.job_id == abandoned_.job) {
+    const Abandoned a = abandoned_;
+    abandoned_ = Abandoned{};
+    if (s.finish == QLatin1String("error") || s.tokens.empty()) return;
+    const Message m = replyMessage(s, a.conversation);
+    const qint64 pending = nextPending();
+    if (a.replaced_id != 0) {
+      post([pending, r = a.replaced_id, m](StorageWorker* w) { w->replaceMessage(pending, r, m); });
+    } else {
+      post([pending, m](StorageWorker* w) { w->addMessage(pending, m); });
+    }
+    return;
+  }
   if (s.job_id != current_job_ || reply_row_ < 0) return;
   const int row = reply_row_;
   reply_row_ = -1;
   setBusy(0);
   const bool cancelled = s.finish == QLatin1String("cancelled");
-  if (s.finish == QLatin1String("error") || (cancelled && s.tokens.empty())) {
-    // Nothing to keep: drop the reply bubble (an error goes to the status line). An empty reply
-    // that ended by itself (EOS at once) is kept: it is what the model said.
-    if (s.finish == QLatin1String("error")) onError(s.error);
+  const bool failed = s.finish == QLatin1String("error");
+  if (failed || (cancelled && s.tokens.empty())) {
+    // Nothing to keep: drop the reply bubble; a replaced reply comes back. An error also shows
+    // inline (a bubble outside the context, removed by the next action) and on the status
+    // line. An empty reply that ended by itself (EOS at once) is kept: it is what the model said.
     model_.removeAt(row);
+    if (replaced_) model_.append(*replaced_);
+    replaced_.reset();
+    if (failed) {
+      const QString message = readable_error(s.error);
+      onError(message);
+      ChatItem err;
+      err.role = QStringLiteral("error");
+      err.text = tr("\u26a0 No reply: %1").arg(message);
+      err.finish = QStringLiteral("error");
+      error_row_ = model_.append(err);
+    }
     setStats(cancelled ? tr("stopped") : QString());
     return;
   }
@@ -236,17 +458,10 @@ void ChatController::onFinished(const GenerationSummary& s) {
   model_.finishReply(row, s.text, stats, s.finish);
   setStats(format_stats(stats));
 
-  Message m;
-  m.conversation_id = conversation_id_;
-  m.role = "assistant";
-  m.text = s.text.toStdString();
-  m.token_ids = s.tokens;
-  m.drafted = s.drafted;
-  m.tokenizer_hash = s.tokenizer_hash;
-  m.template_name = s.template_name.toStdString();
-  m.stats = stats;
-  m.created_ms = now_ms();
-  persist(row, m);
+  const Message m = replyMessage(s, conversation_id_);
+  const qint64 replaced_id = replaced_ ? replaced_->id : 0;
+  replaced_.reset();
+  save(row, m, replaced_id);
 }
 
 }  // namespace specchat::ui

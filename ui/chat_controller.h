@@ -1,17 +1,26 @@
-// Glue on the GUI thread between the views, the chat model, the conversation store and the
-// engine worker: turns "send this text" into a GenerateJob, streams the reply into the model,
-// saves both messages, and keeps the stats and status lines. Widgets stay thin (MainWindow
-// only lays out and forwards), so a later sidebar, live panel or compare view can share it.
+// Glue on the GUI thread between the views, the chat model, the conversation list, the storage
+// worker and the engine worker: turns "send this text" into a GenerateJob, streams the reply
+// into the model, queues both messages for saving on the storage thread, and keeps the stats
+// and status lines. Widgets stay thin (MainWindow only lays out and forwards), so the sidebar,
+// live panel and compare view share it.
+//
+// Storage runs on its own thread (StorageWorker): the controller never waits for SQLite except
+// once, when it opens the database at startup. Rows it has asked to save carry a negative
+// pending id until the worker reports the real one (storage_worker.h).
 #pragma once
 
 #include <QObject>
 #include <QString>
+#include <QTimer>
 
-#include <memory>
+#include <functional>
+#include <optional>
 
 #include "storage/conversation_store.h"
 #include "ui/chat_model.h"
+#include "ui/conversation_list_model.h"
 #include "ui/engine_types.h"
+#include "ui/storage_worker.h"
 
 namespace specchat::ui {
 
@@ -21,71 +30,146 @@ class ChatController : public QObject {
   Q_OBJECT
 
  public:
+  // How long a deleted conversation can be restored with undoDelete() before it is deleted
+  // from the database.
+  static constexpr int kUndoMs = 10000;
+
   // `worker` lives on the engine thread and must outlive the controller. Opens the SQLite
-  // database at `database_path` (created when missing; ":memory:" allowed) and shows its most
-  // recently updated conversation, or starts a new one. A database that cannot be opened (a
-  // newer schema, an unwritable directory) is reported on the status line and the chat then
-  // works without saving; a corrupt file moved aside is reported too. Never throws.
+  // database at `database_path` on the storage thread (created when missing; ":memory:"
+  // allowed) and shows its most recently updated conversation, or starts a new one. A database
+  // that cannot be opened (a newer schema, an unwritable directory) is reported on the status
+  // line and the chat then works without saving; a corrupt file moved aside is reported too.
+  // Never throws.
   ChatController(EngineWorker* worker, const QString& database_path, QObject* parent = nullptr);
+  // Deletes a conversation still waiting in its undo window, and waits for queued writes.
   ~ChatController() override;
 
   ChatModel* model() { return &model_; }
+  ConversationListModel* conversations() { return &conversations_; }
   bool isBusy() const { return current_job_ != 0; }
-  bool isPersistent() const { return store_ != nullptr; }
+  bool isPersistent() const { return persistent_; }
+  // Storage id of the open conversation: > 0 saved, < 0 pending creation, 0 unsaved.
   qint64 conversationId() const { return conversation_id_; }
   QString title() const { return title_; }
+  QString systemPrompt() const { return system_prompt_; }
   QString statsText() const { return stats_text_; }
   QString statusText() const { return status_text_; }
   bool statusIsError() const { return status_error_; }
+  bool modelsLoaded() const { return models_loaded_; }
   const GenerationSettings& settings() const { return settings_; }
   void setSettings(const GenerationSettings& s) { settings_ = s; }
+  // The conversation whose deletion waits for its undo window; 0 when none.
+  qint64 pendingDeleteId() const { return pending_delete_; }
+  // Text of chat row `row` (for Copy); empty when out of range.
+  QString messageText(int row) const;
+  // Waits until every queued database write has run (tests, export of what was just sent).
+  void flushStorage() { storage_.flush(); }
 
  public Q_SLOTS:
   // Appends a user message (saved at once) and asks the engine for the reply. Ignored while a
-  // reply is being generated or when `text` is blank.
+  // reply is being generated, while a conversation is loading, or when `text` is blank.
   void send(const QString& text);
   // Cancels the reply being generated; what it produced so far is kept and saved.
   void stop();
-  // Starts an empty conversation (cancels a running reply first).
+  // Generates the last reply again. The old reply stays in the database as an inactive branch
+  // (add_message_replacing) and comes back in the view when the new one fails. When the last
+  // message is the user's (its reply failed), generates the missing reply.
+  void regenerate();
+  // Starts an empty conversation (stops a running reply first, saving it like openConversation).
   void newConversation();
+  // Shows conversation `id` (its active messages and system prompt). A running reply is
+  // stopped; what it produced is saved to the conversation it belongs to.
+  void openConversation(qint64 id);
+  void renameConversation(qint64 id, const QString& title);
+  // Sets the open conversation's system prompt: the first message of every later context.
+  void setSystemPrompt(const QString& text);
+  // Hides `id` from the list and deletes it after kUndoMs unless undoDelete() comes first (one
+  // pending deletion at a time: a second commits the first). Opens another conversation when
+  // `id` was open.
+  void deleteConversation(qint64 id);
+  void undoDelete();
+  void commitPendingDelete();
+  // Filters the conversation list by text (search_conversations); empty shows all.
+  void setSearch(const QString& text);
+  // Writes the open conversation to `path`; exported or statusChanged(error) follows.
+  void exportConversation(specchat::ui::ExportFormat format, const QString& path);
+  // Imports a JSON export as a new conversation and opens it.
+  void importJson(const QString& path);
+  // Queues EngineWorker::loadModels (empty target = bundled; empty draft = none).
+  void loadModels(const QString& target, const QString& draft);
 
  Q_SIGNALS:
   void busyChanged(bool busy);
   void statsChanged(const QString& text);
   void statusChanged(const QString& text, bool error);
   void titleChanged(const QString& title);
+  // The open conversation changed (another one, or its pending id became a real id).
+  void conversationChanged(qint64 id);
+  void systemPromptChanged(const QString& text);
+  void deletePending(const QString& title);  // undo window opened
+  void deleteSettled();                      // undone or committed
+  void exported(const QString& path);
+  void imported(qint64 id);
   // Connected (queued) to EngineWorker::generate.
   void generateRequested(const specchat::ui::GenerateJob& job);
 
  private:
-  void openStore(const QString& path);
-  void loadConversation(const Conversation& c);
-  void persist(int row, const Message& m);  // saves and records the storage id in the model
+  void applyOpen(const StorageOpenResult& r);
+  void showConversation(const Conversation& c, const std::vector<Message>& messages);
+  // Queues `request` to run on the storage thread (requests run in the order posted).
+  void post(std::function<void(StorageWorker*)> request);
+  qint64 save(int row, const Message& m, qint64 replaced_id = 0);  // returns the pending id
+  qint64 nextPending() { return --last_pending_; }
+  void startReply();
+  // The stored form of a finished reply.
+  Message replyMessage(const specchat::ui::GenerationSummary& s, qint64 conversation_id) const;
+  void clearErrorRow();
+  void abandonReply();
   void setBusy(quint64 job_id);
   void setStats(const QString& text);
   void setStatus(const QString& text, bool error);
+  void setTitle(const QString& title);
 
   void onModelsLoading(const QString& description);
   void onModelsLoaded(const specchat::ui::ModelInfo& info);
   void onError(const QString& message);
   void onToken(quint64 job_id, const QString& text, bool drafted, int step);
   void onFinished(const specchat::ui::GenerationSummary& s);
+  void onConversationCreated(qint64 pending_id, const specchat::Conversation& c);
+  void onConversationLoaded(const specchat::Conversation& c, const std::vector<specchat::Message>& messages);
+  void onMessageSaved(qint64 pending_id, qint64 id);
 
   EngineWorker* worker_;
   ChatModel model_;
-  std::unique_ptr<ConversationStore> store_;  // null when the database could not be opened
+  ConversationListModel conversations_;
+  StorageHost storage_;
+  bool persistent_ = false;
   qint64 conversation_id_ = 0;
+  qint64 loading_id_ = 0;        // conversation requested, not yet loaded
+  qint64 last_pending_ = 0;      // pending ids count down from -1
   QString title_;
-  std::string system_prompt_;
-  std::string template_name_;  // of the loaded models, stored with user messages
+  QString system_prompt_;
+  std::string template_name_;    // of the loaded models, stored with user messages
   GenerationSettings settings_;
   quint64 next_job_id_ = 0;
-  quint64 current_job_ = 0;    // 0 = idle
-  int reply_row_ = -1;         // model row the current reply streams into
+  quint64 current_job_ = 0;      // 0 = idle
+  int reply_row_ = -1;           // model row the current reply streams into
+  int error_row_ = -1;           // inline error bubble, removed by the next action
+  std::optional<ChatItem> replaced_;  // regenerate: the reply being replaced
+  // A reply left running when the user switched conversation: saved to its own conversation.
+  struct Abandoned {
+    quint64 job = 0;
+    qint64 conversation = 0;
+    qint64 replaced_id = 0;
+  };
+  Abandoned abandoned_;
+  qint64 pending_delete_ = 0;
+  QTimer undo_timer_;
   QString stats_text_, status_text_;
   bool status_error_ = false;
-  QString ready_text_;         // status once models are loaded
-  bool engine_error_ = false;  // the status shows an engine error, cleared by the next reply
+  bool models_loaded_ = false;
+  QString ready_text_;           // status once models are loaded
+  bool engine_error_ = false;    // the status shows an engine error, cleared by the next reply
 };
 
 }  // namespace specchat::ui

@@ -2,59 +2,100 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QClipboard>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QFontMetrics>
 #include <QHBoxLayout>
 #include <QKeySequence>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QShortcut>
+#include <QSplitter>
 #include <QStatusBar>
 #include <QVBoxLayout>
 
 #include "ui/chat_controller.h"
 #include "ui/chat_view.h"
 #include "ui/prompt_edit.h"
+#include "ui/settings_dialog.h"
+#include "ui/sidebar.h"
 
 namespace specchat::ui {
 
 MainWindow::MainWindow(ChatController* controller, QWidget* parent)
     : QMainWindow(parent),
       controller_(controller),
+      sidebar_(new Sidebar(controller)),
+      system_prompt_(new QLineEdit),
+      banner_(new QLabel),
       view_(new ChatView),
       input_(new PromptEdit),
       send_(new QPushButton(tr("Send"))),
       stop_(new QPushButton(tr("Stop"))),
+      regenerate_(new QPushButton(tr("Regenerate"))),
       status_(new QLabel),
-      stats_(new QLabel) {
+      stats_(new QLabel),
+      splitter_(new QSplitter(Qt::Horizontal)),
+      live_slot_(new QWidget) {
+  system_prompt_->setObjectName(QStringLiteral("systemPromptEdit"));
+  banner_->setObjectName(QStringLiteral("errorBanner"));
   view_->setObjectName(QStringLiteral("chatView"));
   input_->setObjectName(QStringLiteral("promptInput"));
   send_->setObjectName(QStringLiteral("sendButton"));
   stop_->setObjectName(QStringLiteral("stopButton"));
+  regenerate_->setObjectName(QStringLiteral("regenerateButton"));
   status_->setObjectName(QStringLiteral("statusLabel"));
   stats_->setObjectName(QStringLiteral("statsLabel"));
+  splitter_->setObjectName(QStringLiteral("mainSplitter"));
+  live_slot_->setObjectName(QStringLiteral("livePanelSlot"));
 
+  system_prompt_->setPlaceholderText(tr("System prompt for this conversation (optional)"));
+  system_prompt_->setClearButtonEnabled(true);
+  banner_->setWordWrap(true);
+  banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  banner_->setStyleSheet(QStringLiteral("background: #fdecea; color: #8e1b10; padding: 6px; border-radius: 4px;"));
+  banner_->hide();
   view_->setModel(controller_->model());
+  view_->setContextMenuPolicy(Qt::CustomContextMenu);
   // About four lines of input; the conversation takes the rest.
   input_->setFixedHeight(QFontMetrics(input_->font()).lineSpacing() * 4 + 12);
   send_->setDefault(true);
   stop_->setToolTip(tr("Stop generating (Esc)"));
+  regenerate_->setToolTip(tr("Generate the last reply again (Ctrl+R); the old one is kept"));
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   status_->setWordWrap(true);
 
   auto* buttons = new QVBoxLayout;
   buttons->addWidget(send_);
   buttons->addWidget(stop_);
+  buttons->addWidget(regenerate_);
   buttons->addStretch(1);
   auto* input_row = new QHBoxLayout;
   input_row->addWidget(input_, 1);
   input_row->addLayout(buttons);
-  auto* central = new QWidget;
-  auto* layout = new QVBoxLayout(central);
+  auto* center = new QWidget;
+  center->setObjectName(QStringLiteral("chatArea"));
+  auto* layout = new QVBoxLayout(center);
+  layout->addWidget(system_prompt_);
+  layout->addWidget(banner_);
   layout->addWidget(view_, 1);
   layout->addLayout(input_row);
-  setCentralWidget(central);
+  auto* live_layout = new QVBoxLayout(live_slot_);
+  live_layout->setContentsMargins(0, 0, 0, 0);
+  live_slot_->hide();  // empty until setLivePanel
+  splitter_->addWidget(sidebar_);
+  splitter_->addWidget(center);
+  splitter_->addWidget(live_slot_);
+  splitter_->setStretchFactor(0, 0);
+  splitter_->setStretchFactor(1, 1);
+  splitter_->setStretchFactor(2, 0);
+  splitter_->setSizes({220, 640, 0});
+  setCentralWidget(splitter_);
   statusBar()->addWidget(status_, 1);
   statusBar()->addPermanentWidget(stats_);
   buildMenus();
@@ -62,30 +103,155 @@ MainWindow::MainWindow(ChatController* controller, QWidget* parent)
   connect(input_, &PromptEdit::submitted, this, &MainWindow::sendInput);
   connect(send_, &QPushButton::clicked, this, &MainWindow::sendInput);
   connect(stop_, &QPushButton::clicked, controller_, &ChatController::stop);
+  connect(regenerate_, &QPushButton::clicked, controller_, &ChatController::regenerate);
   auto* esc = new QShortcut(QKeySequence(Qt::Key_Escape), this);
   connect(esc, &QShortcut::activated, controller_, &ChatController::stop);
+  connect(system_prompt_, &QLineEdit::editingFinished, this,
+          [this] { controller_->setSystemPrompt(system_prompt_->text()); });
+  connect(controller_, &ChatController::systemPromptChanged, this, [this](const QString& text) {
+    if (system_prompt_->text() != text) system_prompt_->setText(text);
+  });
+  connect(view_, &QWidget::customContextMenuRequested, this, &MainWindow::showChatMenu);
   connect(controller_, &ChatController::busyChanged, this, &MainWindow::onBusyChanged);
   connect(controller_, &ChatController::statsChanged, stats_, &QLabel::setText);
   connect(controller_, &ChatController::statusChanged, this, &MainWindow::onStatusChanged);
   connect(controller_, &ChatController::titleChanged, this, &MainWindow::onTitleChanged);
+  connect(controller_, &ChatController::exported, this,
+          [this](const QString& path) { onStatusChanged(tr("Exported to %1").arg(path), false); });
 
   stats_->setText(controller_->statsText());
+  system_prompt_->setText(controller_->systemPrompt());
   onStatusChanged(controller_->statusText(), controller_->statusIsError());
   onTitleChanged(controller_->title());
   onBusyChanged(controller_->isBusy());
-  resize(760, 640);
+  resize(1100, 700);
   input_->setFocus();
 }
 
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->setObjectName(QStringLiteral("fileMenu"));
   QAction* fresh = file->addAction(tr("&New conversation"));
+  fresh->setObjectName(QStringLiteral("newConversationAction"));
   fresh->setShortcut(QKeySequence::New);
   connect(fresh, &QAction::triggered, controller_, &ChatController::newConversation);
+  file->addSeparator();
+  QAction* import = file->addAction(tr("&Import conversation (JSON)\u2026"));
+  import->setObjectName(QStringLiteral("importAction"));
+  connect(import, &QAction::triggered, this, &MainWindow::importConversation);
+  QMenu* exp = file->addMenu(tr("&Export conversation"));
+  const std::pair<const char*, ExportFormat> formats[] = {
+      {"Markdown\u2026", ExportFormat::markdown}, {"HTML\u2026", ExportFormat::html}, {"JSON\u2026", ExportFormat::json}};
+  for (const auto& [label, format] : formats) {
+    QAction* a = exp->addAction(tr(label));
+    const ExportFormat f = format;
+    connect(a, &QAction::triggered, this, [this, f] { exportAs(f); });
+  }
+  file->addSeparator();
+  QAction* settings = file->addAction(tr("&Settings\u2026"));
+  settings->setObjectName(QStringLiteral("settingsAction"));
+  settings->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Comma));
+  connect(settings, &QAction::triggered, this, &MainWindow::openSettings);
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"));
   quit->setShortcut(QKeySequence::Quit);
   connect(quit, &QAction::triggered, this, &QWidget::close);
+
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  edit->setObjectName(QStringLiteral("editMenu"));
+  QAction* find = edit->addAction(tr("&Find conversation"));
+  find->setObjectName(QStringLiteral("findAction"));
+  find->setShortcut(QKeySequence::Find);
+  connect(find, &QAction::triggered, this, [this] {
+    sidebar_->searchBox()->setFocus(Qt::ShortcutFocusReason);
+    sidebar_->searchBox()->selectAll();
+  });
+  QAction* rename = edit->addAction(tr("&Rename conversation"));
+  rename->setShortcut(QKeySequence(Qt::Key_F2));
+  connect(rename, &QAction::triggered, sidebar_, &Sidebar::renameSelected);
+  QAction* regen = edit->addAction(tr("Re&generate last reply"));
+  regen->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  connect(regen, &QAction::triggered, controller_, &ChatController::regenerate);
+  QAction* copy_last = edit->addAction(tr("&Copy last message"));
+  connect(copy_last, &QAction::triggered, this, [this] { copyMessage(-1); });
+
+  view_menu_ = menuBar()->addMenu(tr("&View"));
+  view_menu_->setObjectName(QStringLiteral("viewMenu"));
+}
+
+void MainWindow::setLivePanel(QWidget* panel) {
+  live_slot_->layout()->addWidget(panel);
+  live_slot_->show();
+  QList<int> sizes = splitter_->sizes();
+  if (sizes.size() == 3 && sizes[2] == 0) splitter_->setSizes({220, 600, 300});
+}
+
+void MainWindow::addViewAction(QAction* action) { view_menu_->addAction(action); }
+
+void MainWindow::setAppSettings(const AppSettings& s, const QString& file) {
+  settings_ = s;
+  settings_file_ = file;
+}
+
+void MainWindow::applySettings(const AppSettings& s) {
+  const bool models_changed = s.target_path != settings_.target_path || s.draft_path != settings_.draft_path;
+  settings_ = s;
+  if (!save_settings(s, settings_file_)) {
+    onStatusChanged(tr("Could not save the settings."), true);
+  }
+  controller_->setSettings(s.generation);
+  apply_theme(s.theme);
+  if (models_changed) controller_->loadModels(s.target_path, s.draft_path);
+}
+
+void MainWindow::openSettings() {
+  SettingsDialog dialog(settings_, this);
+  if (dialog.exec() == QDialog::Accepted) applySettings(dialog.settings());
+}
+
+void MainWindow::exportAs(ExportFormat format) {
+  QString filter, suffix;
+  switch (format) {
+    case ExportFormat::markdown: filter = tr("Markdown (*.md)"); suffix = QStringLiteral(".md"); break;
+    case ExportFormat::html: filter = tr("HTML (*.html)"); suffix = QStringLiteral(".html"); break;
+    case ExportFormat::json: filter = tr("JSON (*.json)"); suffix = QStringLiteral(".json"); break;
+  }
+  QString name = controller_->title().simplified();
+  name.replace(QRegularExpression(QStringLiteral("[^\\w\\- ]")), QStringLiteral("_"));
+  QString path = QFileDialog::getSaveFileName(this, tr("Export conversation"), name + suffix, filter);
+  if (path.isEmpty()) return;
+  if (QFileInfo(path).suffix().isEmpty()) path += suffix;
+  controller_->exportConversation(format, path);
+}
+
+void MainWindow::importConversation() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Import conversation"), QString(),
+                                                    tr("SpecChat JSON (*.json);;All files (*)"));
+  if (!path.isEmpty()) controller_->importJson(path);
+}
+
+void MainWindow::copyMessage(int row) {
+  if (row < 0) row = controller_->model()->rowCount() - 1;
+  const QString text = controller_->messageText(row);
+  if (!text.isEmpty()) QApplication::clipboard()->setText(text);
+}
+
+void MainWindow::showChatMenu(const QPoint& pos) {
+  // ChatView has no "row at point" yet, so the menu offers the selection, the last message and
+  // the last reply rather than "this message".
+  QMenu menu(this);
+  QAction* copy_sel = menu.addAction(tr("Copy selection"));
+  copy_sel->setEnabled(view_->textCursor().hasSelection());
+  QAction* copy_last = menu.addAction(tr("Copy last message"));
+  QAction* copy_all = menu.addAction(tr("Copy conversation"));
+  menu.addSeparator();
+  QAction* regen = menu.addAction(tr("Regenerate last reply"));
+  regen->setEnabled(!controller_->isBusy());
+  QAction* chosen = menu.exec(view_->viewport()->mapToGlobal(pos));
+  if (chosen == copy_sel) view_->copy();
+  if (chosen == copy_last) copyMessage(-1);
+  if (chosen == copy_all) QApplication::clipboard()->setText(view_->toPlainText());
+  if (chosen == regen) controller_->regenerate();
 }
 
 void MainWindow::sendInput() {
@@ -99,11 +265,15 @@ void MainWindow::sendInput() {
 void MainWindow::onBusyChanged(bool busy) {
   send_->setEnabled(!busy);
   stop_->setEnabled(busy);
+  regenerate_->setEnabled(!busy);
 }
 
 void MainWindow::onStatusChanged(const QString& text, bool error) {
   status_->setText(text);
   status_->setStyleSheet(error ? QStringLiteral("color: #c0392b;") : QString());
+  // Errors also show in a banner above the chat: the status bar is easy to miss.
+  banner_->setText(error ? text : QString());
+  banner_->setVisible(error && !text.isEmpty());
 }
 
 void MainWindow::onTitleChanged(const QString& title) {

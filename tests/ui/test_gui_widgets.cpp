@@ -158,9 +158,14 @@ TEST_CASE("gui: a bad model file is reported and the app keeps running", "[gui][
   REQUIRE(wait_until([&] { return !controller.isBusy(); }, 10000));
   CHECK(controller.statusIsError());
   CHECK(status->text().startsWith(QStringLiteral("No model loaded")));
-  REQUIRE(controller.model()->rowCount() == 1);
+  // The user message stays; the failure shows inline as an error bubble (not part of the context).
+  REQUIRE(controller.model()->rowCount() == 2);
   CHECK(controller.model()->item(0).text == QStringLiteral("hello"));
-  CHECK(controller.model()->item(0).id != 0);  // saved
+  CHECK(controller.model()->item(1).role == QStringLiteral("error"));
+  CHECK(controller.model()->item(1).text.contains(QStringLiteral("No model loaded")));
+  CHECK(window.findChild<QLabel*>(QStringLiteral("errorBanner"))->isVisible());
+  controller.flushStorage();
+  REQUIRE(wait_until([&] { return controller.model()->item(0).id > 0; }, 5000));  // saved
   CHECK(window.findChild<QPushButton*>(QStringLiteral("sendButton"))->isEnabled());
 }
 
@@ -184,8 +189,9 @@ TEST_CASE("gui: an unusable database is reported and chat works unsaved", "[gui]
   window.show();
   controller.send(QStringLiteral("hi"));  // no models here: the reply fails, the message stays
   REQUIRE(wait_until([&] { return !controller.isBusy(); }, 10000));
-  REQUIRE(controller.model()->rowCount() == 1);
+  REQUIRE(controller.model()->rowCount() == 2);  // the message and the inline error
   CHECK(controller.model()->item(0).id == 0);
+  CHECK(controller.model()->item(1).role == QStringLiteral("error"));
 }
 
 TEST_CASE("gui: the engine host runs the worker on its own thread and deletes it", "[gui][unit]") {

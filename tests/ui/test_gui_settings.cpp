@@ -1,0 +1,198 @@
+// GUI tests of the settings: they persist across a restart (an injected INI file, never the
+// user's own), the dialog round-trips every field, applying them reaches the controller, and the
+// model check explains a missing file, a bad GGUF and a draft whose vocabulary does not match
+// the target's instead of letting the engine try to load the pair.
+#include <catch2/catch.hpp>
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileInfo>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QTemporaryDir>
+
+#include <string>
+
+#include "engine/gguf.h"
+#include "engine/vocab.h"
+#include "test_paths.h"
+#include "tests/engine/gguf_writer.h"
+#include "ui/chat_controller.h"
+#include "ui/engine_worker.h"
+#include "ui/main_window.h"
+#include "ui/model_check.h"
+#include "ui/settings.h"
+#include "ui/settings_dialog.h"
+
+using namespace specchat::ui;
+
+namespace {
+
+AppSettings non_default() {
+  AppSettings s;
+  s.target_path = QStringLiteral("/models/t.gguf");
+  s.draft_path = QStringLiteral("/models/d.gguf");
+  GenerationSettings& g = s.generation;
+  g.drafter = specchat::DrafterKind::ngram;
+  g.tree_mode = specchat::TreeMode::dynamic;
+  g.draft_k = 7;
+  g.node_budget = 33;
+  g.tree_depth = 6;
+  g.tree_branch = 3;
+  g.sampling.temperature = 0.7f;
+  g.sampling.top_k = 40;
+  g.sampling.top_p = 0.9f;
+  g.sampling.seed = 4242;
+  g.max_tokens = 77;
+  s.theme = QStringLiteral("dark");
+  return s;
+}
+
+void check_equal(const AppSettings& a, const AppSettings& b) {
+  CHECK(a.target_path == b.target_path);
+  CHECK(a.draft_path == b.draft_path);
+  CHECK(a.generation.drafter == b.generation.drafter);
+  CHECK(a.generation.tree_mode == b.generation.tree_mode);
+  CHECK(a.generation.draft_k == b.generation.draft_k);
+  CHECK(a.generation.node_budget == b.generation.node_budget);
+  CHECK(a.generation.tree_depth == b.generation.tree_depth);
+  CHECK(a.generation.tree_branch == b.generation.tree_branch);
+  CHECK(a.generation.sampling.temperature == Approx(b.generation.sampling.temperature));
+  CHECK(a.generation.sampling.top_k == b.generation.sampling.top_k);
+  CHECK(a.generation.sampling.top_p == Approx(b.generation.sampling.top_p));
+  CHECK(a.generation.sampling.seed == b.generation.sampling.seed);
+  CHECK(a.generation.max_tokens == b.generation.max_tokens);
+  CHECK(a.theme == b.theme);
+}
+
+}  // namespace
+
+TEST_CASE("gui settings: saved settings load back after a restart", "[gui][unit]") {
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+  const QString file = dir.filePath(QStringLiteral("specchat.ini"));
+
+  // Nothing saved yet: the defaults.
+  const AppSettings fresh = load_settings(file);
+  check_equal(fresh, AppSettings{});
+
+  REQUIRE(save_settings(non_default(), file));
+  check_equal(load_settings(file), non_default());
+
+  // Out-of-range values in the file are clamped, not trusted.
+  const QString edited = dir.filePath(QStringLiteral("edited.ini"));
+  {
+    QFile f(edited);
+    REQUIRE(f.open(QIODevice::WriteOnly));
+    f.write("[sampling]\nmax_tokens=-5\ntop_p=3\n[drafter]\nnode_budget=100000\n");
+  }
+  const AppSettings clamped = load_settings(edited);
+  CHECK(clamped.generation.max_tokens == 1);
+  CHECK(clamped.generation.sampling.top_p == Approx(1.0f));
+  CHECK(clamped.generation.node_budget == 1024);
+}
+
+TEST_CASE("gui settings: the dialog shows and returns every field", "[gui][unit]") {
+  const AppSettings s = non_default();
+  SettingsDialog dialog(s);
+  CHECK(dialog.findChild<QLineEdit*>(QStringLiteral("targetPathEdit"))->text() == s.target_path);
+  CHECK(dialog.findChild<QSpinBox*>(QStringLiteral("nodeBudgetSpin"))->value() == 33);
+  check_equal(dialog.settings(), s);
+
+  // "None" as drafter means baseline: draft_k 0.
+  auto* drafter = dialog.findChild<QComboBox*>(QStringLiteral("drafterCombo"));
+  REQUIRE(drafter != nullptr);
+  drafter->setCurrentIndex(drafter->findData(QStringLiteral("none")));
+  CHECK(dialog.settings().generation.draft_k == 0);
+  dialog.findChild<QSpinBox*>(QStringLiteral("maxTokensSpin"))->setValue(15);
+  dialog.findChild<QComboBox*>(QStringLiteral("themeCombo"))->setCurrentIndex(1);
+  CHECK(dialog.settings().generation.max_tokens == 15);
+  CHECK(dialog.settings().theme == QStringLiteral("light"));
+}
+
+TEST_CASE("gui settings: applying saves them and hands them to the controller", "[gui][unit]") {
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+  const QString file = dir.filePath(QStringLiteral("specchat.ini"));
+  EngineHost engine;
+  engine.loadModels(dir.filePath(QStringLiteral("no-model.gguf")), QString());
+  ChatController controller(engine.worker(), dir.filePath(QStringLiteral("chat.sqlite")));
+  MainWindow window(&controller);
+  AppSettings start;
+  start.target_path = dir.filePath(QStringLiteral("no-model.gguf"));
+  window.setAppSettings(start, file);
+  AppSettings changed = start;  // same model paths: no reload
+  changed.generation.max_tokens = 21;
+  changed.generation.sampling.temperature = 0.5f;
+  changed.theme = QStringLiteral("light");
+  window.applySettings(changed);
+  CHECK(controller.settings().max_tokens == 21);
+  CHECK(controller.settings().sampling.temperature == Approx(0.5f));
+  check_equal(load_settings(file), changed);
+  apply_theme(QStringLiteral("system"));
+}
+
+TEST_CASE("gui settings: a missing or broken model file is explained before loading", "[gui][unit]") {
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+  const QString missing = dir.filePath(QStringLiteral("missing.gguf"));
+  ModelCheck c = check_model_files(missing, QString());
+  CHECK_FALSE(c.ok);
+  CHECK(c.error.contains(QStringLiteral("does not exist")));
+  CHECK(c.error.contains(missing));
+
+  const QString broken = dir.filePath(QStringLiteral("broken.gguf"));
+  {
+    QFile f(broken);
+    REQUIRE(f.open(QIODevice::WriteOnly));
+    f.write("GGUF but not really");
+  }
+  c = check_model_files(broken, QString());
+  CHECK_FALSE(c.ok);
+  CHECK(c.error.contains(QStringLiteral("not a valid GGUF")));
+
+  // The dialog stays open and shows the reason.
+  AppSettings s;
+  s.target_path = broken;
+  SettingsDialog dialog(s);
+  dialog.accept();
+  CHECK(dialog.result() != QDialog::Accepted);
+  CHECK(dialog.findChild<QLabel*>(QStringLiteral("modelCheckLabel"))->text().contains(QStringLiteral("not a valid GGUF")));
+}
+
+TEST_CASE("gui settings: a draft with another vocabulary is explained, a matching pair accepted", "[gui][model]") {
+  const std::string target = specchat::test::target_model();
+  const std::string draft = specchat::test::draft_model();
+  REQUIRE(QFileInfo::exists(QString::fromStdString(draft)));
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+
+  // The bundled pair matches.
+  ModelCheck ok = check_model_files(QString::fromStdString(target), QString::fromStdString(draft));
+  INFO("error: " << ok.error.toStdString());
+  CHECK(ok.ok);
+
+  // Same draft with add_bos flipped: the tokenizers no longer agree (as test_cli_faults does).
+  const std::string bad = dir.filePath(QStringLiteral("bad-draft.gguf")).toStdString();
+  const specchat::GgufFile src = specchat::GgufFile::open(draft);
+  const specchat::Vocab dv = specchat::Vocab::from_gguf(src);
+  specchat::test::GgufBuilder::from_file(src).set_bool("tokenizer.ggml.add_bos_token", !dv.add_bos).write_file(bad);
+  const ModelCheck c = check_model_files(QString::fromStdString(target), QString::fromStdString(bad));
+  CHECK_FALSE(c.ok);
+  CHECK(c.error.contains(QStringLiteral("vocabularies differ")));
+
+  AppSettings s;
+  s.target_path = QString::fromStdString(target);
+  s.draft_path = QString::fromStdString(bad);
+  SettingsDialog dialog(s);
+  dialog.accept();
+  CHECK(dialog.result() != QDialog::Accepted);
+  CHECK(dialog.findChild<QLabel*>(QStringLiteral("modelCheckLabel"))->text().contains(QStringLiteral("vocabularies differ")));
+
+  // Fixing the path lets the dialog close.
+  dialog.findChild<QLineEdit*>(QStringLiteral("draftPathEdit"))->setText(QString::fromStdString(draft));
+  dialog.accept();
+  CHECK(dialog.result() == QDialog::Accepted);
+}

@@ -1,0 +1,120 @@
+#include "ui/settings.h"
+
+#include <QApplication>
+#include <QPalette>
+#include <QSettings>
+#include <QStyle>
+#include <QStyleFactory>
+
+#include <algorithm>
+#include <memory>
+
+namespace specchat::ui {
+
+namespace {
+
+std::unique_ptr<QSettings> open_settings(const QString& file) {
+  if (file.isEmpty()) return std::make_unique<QSettings>(QStringLiteral("SpecChat"), QStringLiteral("SpecChat"));
+  return std::make_unique<QSettings>(file, QSettings::IniFormat);
+}
+
+int read_int(const QSettings& q, const char* key, int fallback, int lo, int hi) {
+  bool ok = false;
+  const int v = q.value(QLatin1String(key), fallback).toInt(&ok);
+  return ok ? std::clamp(v, lo, hi) : fallback;
+}
+
+double read_double(const QSettings& q, const char* key, double fallback, double lo, double hi) {
+  bool ok = false;
+  const double v = q.value(QLatin1String(key), fallback).toDouble(&ok);
+  return ok ? std::clamp(v, lo, hi) : fallback;
+}
+
+QPalette dark_palette() {
+  QPalette p;
+  const QColor base(0x1e, 0x1f, 0x22), window(0x2b, 0x2d, 0x31), text(0xe6, 0xe6, 0xe6);
+  p.setColor(QPalette::Window, window);
+  p.setColor(QPalette::WindowText, text);
+  p.setColor(QPalette::Base, base);
+  p.setColor(QPalette::AlternateBase, window);
+  p.setColor(QPalette::ToolTipBase, window);
+  p.setColor(QPalette::ToolTipText, text);
+  p.setColor(QPalette::Text, text);
+  p.setColor(QPalette::Button, window);
+  p.setColor(QPalette::ButtonText, text);
+  p.setColor(QPalette::BrightText, Qt::red);
+  p.setColor(QPalette::Link, QColor(0x6c, 0xb4, 0xff));
+  p.setColor(QPalette::Highlight, QColor(0x35, 0x74, 0xc4));
+  p.setColor(QPalette::HighlightedText, Qt::white);
+  p.setColor(QPalette::PlaceholderText, QColor(0x90, 0x90, 0x90));
+  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x80, 0x80, 0x80));
+  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x80, 0x80, 0x80));
+  return p;
+}
+
+}  // namespace
+
+AppSettings load_settings(const QString& file) {
+  AppSettings s;
+  const std::unique_ptr<QSettings> q = open_settings(file);
+  s.target_path = q->value(QStringLiteral("models/target")).toString();
+  s.draft_path = q->value(QStringLiteral("models/draft")).toString();
+  GenerationSettings& g = s.generation;
+  const QString drafter = q->value(QStringLiteral("drafter/kind"), QStringLiteral("model")).toString();
+  g.drafter = drafter == QLatin1String("ngram") ? DrafterKind::ngram : DrafterKind::model;
+  g.draft_k = read_int(*q, "drafter/draft_k", g.draft_k, 0, 64);
+  const QString mode = q->value(QStringLiteral("drafter/tree_mode"), QStringLiteral("chain")).toString();
+  g.tree_mode = mode == QLatin1String("dynamic")   ? TreeMode::dynamic
+                : mode == QLatin1String("optimal") ? TreeMode::optimal
+                                                   : TreeMode::chain;
+  g.node_budget = read_int(*q, "drafter/node_budget", g.node_budget, 1, 1024);
+  g.tree_depth = read_int(*q, "drafter/depth", g.tree_depth, 1, 64);
+  g.tree_branch = read_int(*q, "drafter/branch", g.tree_branch, 1, 16);
+  g.sampling.temperature = static_cast<float>(read_double(*q, "sampling/temperature", g.sampling.temperature, 0, 5));
+  g.sampling.top_k = read_int(*q, "sampling/top_k", g.sampling.top_k, 0, 1000000);
+  g.sampling.top_p = static_cast<float>(read_double(*q, "sampling/top_p", g.sampling.top_p, 0, 1));
+  g.sampling.seed = q->value(QStringLiteral("sampling/seed"), QVariant::fromValue<qulonglong>(g.sampling.seed)).toULongLong();
+  g.max_tokens = read_int(*q, "sampling/max_tokens", g.max_tokens, 1, 1000000);
+  s.theme = q->value(QStringLiteral("ui/theme"), s.theme).toString();
+  return s;
+}
+
+bool save_settings(const AppSettings& s, const QString& file) {
+  const std::unique_ptr<QSettings> q = open_settings(file);
+  const GenerationSettings& g = s.generation;
+  q->setValue(QStringLiteral("models/target"), s.target_path);
+  q->setValue(QStringLiteral("models/draft"), s.draft_path);
+  q->setValue(QStringLiteral("drafter/kind"), g.drafter == DrafterKind::ngram ? QStringLiteral("ngram") : QStringLiteral("model"));
+  q->setValue(QStringLiteral("drafter/draft_k"), g.draft_k);
+  q->setValue(QStringLiteral("drafter/tree_mode"), QString::fromUtf8(tree_mode_name(g.tree_mode)));
+  q->setValue(QStringLiteral("drafter/node_budget"), g.node_budget);
+  q->setValue(QStringLiteral("drafter/depth"), g.tree_depth);
+  q->setValue(QStringLiteral("drafter/branch"), g.tree_branch);
+  q->setValue(QStringLiteral("sampling/temperature"), static_cast<double>(g.sampling.temperature));
+  q->setValue(QStringLiteral("sampling/top_k"), g.sampling.top_k);
+  q->setValue(QStringLiteral("sampling/top_p"), static_cast<double>(g.sampling.top_p));
+  q->setValue(QStringLiteral("sampling/seed"), QVariant::fromValue<qulonglong>(g.sampling.seed));
+  q->setValue(QStringLiteral("sampling/max_tokens"), g.max_tokens);
+  q->setValue(QStringLiteral("ui/theme"), s.theme);
+  q->sync();
+  return q->status() == QSettings::NoError;
+}
+
+void apply_theme(const QString& theme) {
+  auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());
+  if (app == nullptr) return;
+  if (theme == QLatin1String("dark") || theme == QLatin1String("light")) {
+    // Fusion draws every widget from the palette, so one palette themes the whole app.
+    if (QStyle* fusion = QStyleFactory::create(QStringLiteral("Fusion"))) QApplication::setStyle(fusion);
+    QApplication::setPalette(theme == QLatin1String("dark") ? dark_palette() : QApplication::style()->standardPalette());
+  } else {
+    QApplication::setPalette(QApplication::style()->standardPalette());
+  }
+}
+
+QString drafter_label(const GenerationSettings& g) {
+  if (g.draft_k <= 0) return QStringLiteral("none");
+  return g.drafter == DrafterKind::ngram ? QStringLiteral("n-gram") : QStringLiteral("draft model");
+}
+
+}  // namespace specchat::ui

@@ -1,0 +1,178 @@
+#include "ui/settings_dialog.h"
+
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include <limits>
+
+#include "ui/model_check.h"
+
+namespace specchat::ui {
+
+namespace {
+
+QSpinBox* spin(const char* name, int lo, int hi, int value) {
+  auto* s = new QSpinBox;
+  s->setObjectName(QLatin1String(name));
+  s->setRange(lo, hi);
+  s->setValue(value);
+  return s;
+}
+
+QDoubleSpinBox* dspin(const char* name, double lo, double hi, double step, double value) {
+  auto* s = new QDoubleSpinBox;
+  s->setObjectName(QLatin1String(name));
+  s->setRange(lo, hi);
+  s->setSingleStep(step);
+  s->setDecimals(2);
+  s->setValue(value);
+  return s;
+}
+
+}  // namespace
+
+SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
+    : QDialog(parent),
+      target_(new QLineEdit(current.target_path)),
+      draft_(new QLineEdit(current.draft_path)),
+      drafter_(new QComboBox),
+      tree_mode_(new QComboBox),
+      draft_k_(spin("draftKSpin", 1, 64, std::max(1, current.generation.draft_k))),
+      node_budget_(spin("nodeBudgetSpin", 1, 1024, current.generation.node_budget)),
+      depth_(spin("depthSpin", 1, 64, current.generation.tree_depth)),
+      branch_(spin("branchSpin", 1, 16, current.generation.tree_branch)),
+      temperature_(dspin("temperatureSpin", 0, 5, 0.1, current.generation.sampling.temperature)),
+      top_k_(spin("topKSpin", 0, 1000000, current.generation.sampling.top_k)),
+      top_p_(dspin("topPSpin", 0, 1, 0.05, current.generation.sampling.top_p)),
+      // QSpinBox holds an int: seeds above 2^31 - 1 are shown clamped (the CLI takes any u64).
+      seed_(spin("seedSpin", 0, std::numeric_limits<int>::max(),
+                 static_cast<int>(std::min<uint64_t>(current.generation.sampling.seed,
+                                                     static_cast<uint64_t>(std::numeric_limits<int>::max()))))),
+      max_tokens_(spin("maxTokensSpin", 1, 1000000, current.generation.max_tokens)),
+      theme_(new QComboBox),
+      check_(new QLabel) {
+  setObjectName(QStringLiteral("settingsDialog"));
+  setWindowTitle(tr("Settings"));
+  target_->setObjectName(QStringLiteral("targetPathEdit"));
+  draft_->setObjectName(QStringLiteral("draftPathEdit"));
+  target_->setPlaceholderText(tr("bundled model"));
+  draft_->setPlaceholderText(tr("none"));
+  drafter_->setObjectName(QStringLiteral("drafterCombo"));
+  drafter_->addItem(tr("Draft model"), QStringLiteral("model"));
+  drafter_->addItem(tr("N-gram (prompt lookup)"), QStringLiteral("ngram"));
+  drafter_->addItem(tr("None (baseline)"), QStringLiteral("none"));
+  const GenerationSettings& g = current.generation;
+  drafter_->setCurrentIndex(g.draft_k <= 0 ? 2 : g.drafter == DrafterKind::ngram ? 1 : 0);
+  tree_mode_->setObjectName(QStringLiteral("treeModeCombo"));
+  tree_mode_->addItem(tr("Chain"), QStringLiteral("chain"));
+  tree_mode_->addItem(tr("Dynamic tree (EAGLE-2)"), QStringLiteral("dynamic"));
+  tree_mode_->addItem(tr("Optimal tree (Sequoia)"), QStringLiteral("optimal"));
+  tree_mode_->setCurrentIndex(static_cast<int>(g.tree_mode));
+  theme_->setObjectName(QStringLiteral("themeCombo"));
+  theme_->addItem(tr("System"), QStringLiteral("system"));
+  theme_->addItem(tr("Light"), QStringLiteral("light"));
+  theme_->addItem(tr("Dark"), QStringLiteral("dark"));
+  theme_->setCurrentIndex(std::max(0, theme_->findData(current.theme)));
+  check_->setObjectName(QStringLiteral("modelCheckLabel"));
+  check_->setWordWrap(true);
+  check_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  auto path_row = [this](QLineEdit* edit, const char* button_name, const QString& caption) {
+    auto* row = new QHBoxLayout;
+    auto* browse_button = new QPushButton(tr("Browse\u2026"));
+    browse_button->setObjectName(QLatin1String(button_name));
+    row->addWidget(edit, 1);
+    row->addWidget(browse_button);
+    connect(browse_button, &QPushButton::clicked, this, [this, edit, caption] { browse(edit, caption); });
+    return row;
+  };
+  auto* models = new QGroupBox(tr("Models"));
+  auto* mf = new QFormLayout(models);
+  mf->addRow(tr("Target:"), path_row(target_, "targetBrowseButton", tr("Target model")));
+  mf->addRow(tr("Draft:"), path_row(draft_, "draftBrowseButton", tr("Draft model")));
+  mf->addRow(check_);
+
+  auto* spec = new QGroupBox(tr("Speculative decoding"));
+  auto* sf = new QFormLayout(spec);
+  sf->addRow(tr("Drafter:"), drafter_);
+  sf->addRow(tr("Tree:"), tree_mode_);
+  sf->addRow(tr("Draft tokens per step (k):"), draft_k_);
+  sf->addRow(tr("Node budget:"), node_budget_);
+  sf->addRow(tr("Depth:"), depth_);
+  sf->addRow(tr("Branching:"), branch_);
+
+  auto* sampling = new QGroupBox(tr("Sampling"));
+  auto* pf = new QFormLayout(sampling);
+  pf->addRow(tr("Temperature (0 = greedy):"), temperature_);
+  pf->addRow(tr("Top-k (0 = off):"), top_k_);
+  pf->addRow(tr("Top-p (1 = off):"), top_p_);
+  pf->addRow(tr("Seed:"), seed_);
+  pf->addRow(tr("Max tokens per reply:"), max_tokens_);
+
+  auto* look = new QGroupBox(tr("Appearance"));
+  auto* lf = new QFormLayout(look);
+  lf->addRow(tr("Theme:"), theme_);
+
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  buttons->setObjectName(QStringLiteral("settingsButtons"));
+  connect(buttons, &QDialogButtonBox::accepted, this, &SettingsDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(models);
+  layout->addWidget(spec);
+  layout->addWidget(sampling);
+  layout->addWidget(look);
+  layout->addWidget(buttons);
+}
+
+void SettingsDialog::browse(QLineEdit* edit, const QString& caption) {
+  const QString path = QFileDialog::getOpenFileName(this, caption, edit->text(), tr("GGUF models (*.gguf);;All files (*)"));
+  if (!path.isEmpty()) edit->setText(path);
+}
+
+AppSettings SettingsDialog::settings() const {
+  AppSettings s;
+  s.target_path = target_->text().trimmed();
+  s.draft_path = draft_->text().trimmed();
+  GenerationSettings& g = s.generation;
+  const QString drafter = drafter_->currentData().toString();
+  g.drafter = drafter == QLatin1String("ngram") ? DrafterKind::ngram : DrafterKind::model;
+  g.draft_k = drafter == QLatin1String("none") ? 0 : draft_k_->value();
+  g.tree_mode = static_cast<TreeMode>(tree_mode_->currentIndex());
+  g.node_budget = node_budget_->value();
+  g.tree_depth = depth_->value();
+  g.tree_branch = branch_->value();
+  g.sampling.temperature = static_cast<float>(temperature_->value());
+  g.sampling.top_k = top_k_->value();
+  g.sampling.top_p = static_cast<float>(top_p_->value());
+  g.sampling.seed = static_cast<uint64_t>(seed_->value());
+  g.max_tokens = max_tokens_->value();
+  s.theme = theme_->currentData().toString();
+  return s;
+}
+
+void SettingsDialog::accept() {
+  const AppSettings s = settings();
+  const ModelCheck c = check_model_files(s.target_path, s.draft_path);
+  if (!c.ok) {
+    check_->setText(c.error);
+    check_->setStyleSheet(QStringLiteral("color: #c0392b;"));
+    return;  // stay open: the user fixes the paths or cancels
+  }
+  check_->setText(c.warnings.isEmpty() ? QString() : tr("Accepted vocabulary differences: %1").arg(c.warnings.join(QStringLiteral("; "))));
+  check_->setStyleSheet(QString());
+  QDialog::accept();
+}
+
+}  // namespace specchat::ui

@@ -1,0 +1,55 @@
+// The Settings dialog: target and draft GGUF files, drafter and tree options, sampling, theme.
+// Accepting checks the model pair's vocabularies first (check_model_files) and, on a mismatch
+// or an unreadable file, explains it in the dialog (label "modelCheckLabel") and stays open
+// instead of handing an unloadable pair to the engine. Widgets have object names for tests:
+// targetPathEdit, draftPathEdit, targetBrowseButton, draftBrowseButton, drafterCombo,
+// treeModeCombo, draftKSpin, nodeBudgetSpin, depthSpin, branchSpin, temperatureSpin, topKSpin,
+// topPSpin, seedSpin, maxTokensSpin, themeCombo, modelCheckLabel.
+#pragma once
+
+#include <QDialog>
+
+#include "ui/settings.h"
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QSpinBox;
+
+namespace specchat::ui {
+
+class SettingsDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  explicit SettingsDialog(const AppSettings& current, QWidget* parent = nullptr);
+
+  // The values shown now (valid after accept, or at any time for tests).
+  AppSettings settings() const;
+
+ public Q_SLOTS:
+  // Runs the model check; accepts the dialog only when the pair can be loaded.
+  void accept() override;
+
+ private:
+  void browse(QLineEdit* edit, const QString& caption);
+
+  QLineEdit* target_;
+  QLineEdit* draft_;
+  QComboBox* drafter_;
+  QComboBox* tree_mode_;
+  QSpinBox* draft_k_;
+  QSpinBox* node_budget_;
+  QSpinBox* depth_;
+  QSpinBox* branch_;
+  QDoubleSpinBox* temperature_;
+  QSpinBox* top_k_;
+  QDoubleSpinBox* top_p_;
+  QSpinBox* seed_;
+  QSpinBox* max_tokens_;
+  QComboBox* theme_;
+  QLabel* check_;
+};
+
+}  // namespace specchat::ui

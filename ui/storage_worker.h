@@ -1,0 +1,125 @@
+// The storage side of the app: a QObject that owns the ConversationStore (one SQLite connection)
+// and lives on its own QThread (STYLE.md §8/§9, after gpt4all's Database). The GUI thread never
+// touches SQLite: it queues slots and receives results as value types through signals. Every
+// write is one ConversationStore call, i.e. one transaction.
+//
+// Pending ids: the GUI cannot wait for an insert to learn its id, so it names a conversation or
+// message it has asked to create by a negative "pending id" (-token, tokens unique per
+// process). Slots accept either a real id (> 0) or a pending id; the worker maps pending ids to
+// the real ones it created (requests run in order, so the create always ran first) and reports
+// each mapping (conversationCreated / messageSaved). A pending id that never got a row (the
+// create failed) makes the later request fail with a message instead of touching another row.
+#pragma once
+
+#include <QList>
+#include <QMetaType>
+#include <QObject>
+#include <QString>
+#include <QThread>
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "storage/conversation_store.h"
+
+namespace specchat::ui {
+
+// What opening the database found; returned once, at startup.
+struct StorageOpenResult {
+  bool ok = false;                  // false: no database; the chat works unsaved
+  QString status;                   // for the status line: why it is not saved, or a moved-aside file
+  bool status_is_error = false;
+  std::vector<Conversation> conversations;  // newest first
+  Conversation current;                     // most recent conversation (or a new empty one)
+  std::vector<Message> messages;            // its active path
+};
+
+// Export formats of exportConversation.
+enum class ExportFormat { markdown, html, json };
+
+class StorageWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit StorageWorker(QObject* parent = nullptr);
+  ~StorageWorker() override;
+
+  // Worker thread (called through a blocking queued call by StorageHost, once). Opens `path`
+  // (empty: reports "no database location"), and loads the newest conversation or creates one.
+  // Never throws.
+  StorageOpenResult open(const QString& path);
+
+ public Q_SLOTS:
+  // Conversation list filter: empty = all, else search_conversations(text). Re-emits the list.
+  void setFilter(const QString& text);
+  // Creates a conversation; `pending_id` (< 0) names it until conversationCreated arrives.
+  void createConversation(qint64 pending_id, const QString& title, const QString& system_prompt);
+  // Emits conversationLoaded with the active path (or failed when unknown).
+  void loadConversation(qint64 id);
+  void renameConversation(qint64 id, const QString& title);
+  void setSystemPrompt(qint64 id, const QString& system_prompt);
+  void deleteConversation(qint64 id);
+  // Stores `m` (m.conversation_id may be pending) and emits messageSaved(pending_id, id).
+  void addMessage(qint64 pending_id, const specchat::Message& m);
+  // Regenerate: add_message_replacing(replaced_id, m); replaced_id may be pending.
+  void replaceMessage(qint64 pending_id, qint64 replaced_id, const specchat::Message& m);
+  // Writes conversation `id` (all messages, inactive branches included) to `path` atomically
+  // (QSaveFile). Emits exported or failed.
+  void exportConversation(qint64 id, specchat::ui::ExportFormat format, const QString& path);
+  // Reads a "specchat-conversation" JSON file and imports it; emits imported or failed.
+  void importJson(const QString& path);
+  // Nothing: a blocking call to it waits until every earlier request has run.
+  void flush() {}
+
+ Q_SIGNALS:
+  void conversationsListed(const std::vector<specchat::Conversation>& conversations);
+  void conversationCreated(qint64 pending_id, const specchat::Conversation& c);
+  void conversationLoaded(const specchat::Conversation& c, const std::vector<specchat::Message>& messages);
+  void messageSaved(qint64 pending_id, qint64 id);
+  void exported(const QString& path);
+  void imported(const specchat::Conversation& c);
+  // A request failed; `what` names the action and the reason. Nothing else changed.
+  void failed(const QString& what);
+
+ private:
+  // Real id for `id` (pending ids mapped); 0 when a pending id has no row.
+  int64_t resolve(qint64 id) const;
+  void emitList();
+
+  std::unique_ptr<ConversationStore> store_;
+  std::unordered_map<qint64, int64_t> created_;  // pending id -> real id
+  std::string filter_;
+};
+
+// Owns the storage thread and the worker on it (like EngineHost). On destruction it waits for
+// every queued request to run (so no committed-looking write is lost), then stops the thread.
+class StorageHost {
+ public:
+  StorageHost();
+  ~StorageHost();
+  StorageHost(const StorageHost&) = delete;
+  StorageHost& operator=(const StorageHost&) = delete;
+
+  StorageWorker* worker() const { return worker_; }
+  // Runs StorageWorker::open on the storage thread and waits for it (startup only: the window
+  // needs the conversation list before it can show anything useful).
+  StorageOpenResult open(const QString& path);
+  // Waits until every request queued so far has run.
+  void flush();
+
+ private:
+  QThread thread_;
+  StorageWorker* worker_;
+};
+
+// Registers the value types above for queued connections (idempotent).
+void register_storage_types();
+
+}  // namespace specchat::ui
+
+Q_DECLARE_METATYPE(specchat::Conversation)
+Q_DECLARE_METATYPE(specchat::Message)
+Q_DECLARE_METATYPE(std::vector<specchat::Conversation>)
+Q_DECLARE_METATYPE(std::vector<specchat::Message>)
+Q_DECLARE_METATYPE(specchat::ui::ExportFormat)
