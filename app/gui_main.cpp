@@ -11,6 +11,7 @@
 
 #include "engine/model_pair.h"
 #include "storage/conversation_store.h"
+#include "ui/analysis_tools.h"
 #include "ui/chat_controller.h"
 #include "ui/engine_worker.h"
 #include "ui/main_window.h"
@@ -136,6 +137,8 @@ int main(int argc, char** argv) {
   controller.setSettings(opt.app.generation);
   specchat::ui::MainWindow window(&controller);
   window.setAppSettings(opt.app, opt.settings_file);
+  // Live panel, draft-token toggle and Compare… (Ctrl+K) in the View menu.
+  specchat::ui::install_analysis_tools(window, engine.worker(), &controller);
   window.show();
   // Load in the background while the window comes up; the first Send waits for it.
   engine.loadModels(opt.app.target_path, opt.app.draft_path);

@@ -109,6 +109,39 @@ std::vector<ChatMessage> ChatModel::chatMessages() const {
   return out;
 }
 
+std::vector<ContextMessage> ChatModel::contextMessages() const {
+  std::vector<ContextMessage> out;
+  out.reserve(static_cast<size_t>(items_.size()));
+  for (const ChatItem& it : items_) {
+    if (it.streaming) continue;
+    if (it.role == QLatin1String("assistant") && it.text.isEmpty()) continue;
+    ContextMessage c;
+    c.message = ChatMessage{it.role.toStdString(), it.text.toStdString()};
+    if (it.role == QLatin1String("assistant")) {
+      c.ids = it.token_ids;
+      c.tokenizer_hash = it.tokenizer_hash;
+      c.template_name = it.template_name.toStdString();
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void ChatModel::setReplyTokens(int row, std::vector<int32_t> ids, uint64_t tokenizer_hash,
+                               const QString& template_name) {
+  if (row < 0 || row >= items_.size()) return;
+  ChatItem& it = items_[row];
+  it.token_ids = std::move(ids);
+  it.tokenizer_hash = tokenizer_hash;
+  it.template_name = template_name;
+}
+
+void ChatModel::setPieces(int row, const QList<TokenPiece>& pieces) {
+  if (row < 0 || row >= items_.size()) return;
+  items_[row].pieces = pieces;
+  changed(row, {PiecesRole});
+}
+
 ChatItem ChatModel::fromMessage(const Message& m) {
   ChatItem it;
   it.id = m.id;
@@ -118,6 +151,12 @@ ChatItem ChatModel::fromMessage(const Message& m) {
   it.n_drafted = m.stats.n_accepted;
   it.has_stats = m.role == "assistant" && !m.stats.mode.empty();
   it.stats = m.stats;
+  if (m.role == "assistant") {
+    it.token_ids = m.token_ids;
+    it.drafted = m.drafted;
+    it.tokenizer_hash = m.tokenizer_hash;
+    it.template_name = QString::fromStdString(m.template_name);
+  }
   return it;
 }
 

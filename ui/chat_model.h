@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "engine/chat_context.h"
 #include "engine/chat_template.h"
 #include "storage/conversation_store.h"
 
@@ -34,6 +35,12 @@ struct ChatItem {
   MessageStats stats;       // valid when has_stats
   QString finish;           // finish reason of a reply ("eos", "length", "cancelled", ...)
   QList<TokenPiece> pieces; // [n_tokens] streamed tokens; empty when not known (e.g. reloaded)
+  // A finished reply's generated ids and the tokenizer/template they belong to (empty when
+  // unknown): the next turn's prompt reuses them exactly (engine/chat_context.h).
+  std::vector<int32_t> token_ids;
+  std::vector<uint8_t> drafted;  // [token_ids.size()] 1 = accepted draft token (stored flags)
+  uint64_t tokenizer_hash = 0;
+  QString template_name;
 };
 
 class ChatModel : public QAbstractListModel {
@@ -74,10 +81,16 @@ class ChatModel : public QAbstractListModel {
   // Ends streaming of `row`: the authoritative final text, stats and finish reason.
   void finishReply(int row, const QString& text, const MessageStats& stats, const QString& finish);
   void setMessageId(int row, qint64 id);
+  // Token pieces rebuilt for a reloaded reply (PieceRebuilder); re-renders the row.
+  void setPieces(int row, const QList<TokenPiece>& pieces);
 
   // The conversation as engine messages, in order, skipping rows still streaming and empty
   // replies (what the next prompt is rendered from).
   std::vector<ChatMessage> chatMessages() const;
+  // The same rows as chatMessages(), with each reply's stored ids, tokenizer hash and template.
+  std::vector<ContextMessage> contextMessages() const;
+  // Records the generated ids of reply `row` (after finishReply).
+  void setReplyTokens(int row, std::vector<int32_t> ids, uint64_t tokenizer_hash, const QString& template_name);
 
   // Storage <-> model conversion.
   static ChatItem fromMessage(const Message& m);

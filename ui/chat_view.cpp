@@ -1,11 +1,15 @@
 #include "ui/chat_view.h"
 
+#include <QAction>
+#include <QHelpEvent>
 #include <QScrollBar>
+#include <QToolTip>
 
 #include <algorithm>
 #include <QTextBlockFormat>
 #include <QTextCharFormat>
 #include <QTextCursor>
+#include <QAbstractTextDocumentLayout>
 
 #include "ui/chat_model.h"
 
@@ -56,11 +60,69 @@ class StickToBottom {
 
 }  // namespace
 
-ChatView::ChatView(QWidget* parent) : QTextBrowser(parent) {
+ChatView::ChatView(QWidget* parent) : QTextBrowser(parent), show_drafts_action_(new QAction(tr("Highlight &draft tokens"), this)) {
   setReadOnly(true);
   setOpenLinks(false);
   setUndoRedoEnabled(false);
   setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
+  show_drafts_action_->setObjectName(QStringLiteral("showDraftsAction"));
+  show_drafts_action_->setCheckable(true);
+  show_drafts_action_->setChecked(show_drafts_);
+  show_drafts_action_->setToolTip(tr("Show tokens that came from accepted drafts on a tinted background"));
+  connect(show_drafts_action_, &QAction::toggled, this, &ChatView::setShowDrafts);
+}
+
+void ChatView::setShowDrafts(bool on) {
+  if (on == show_drafts_) return;
+  show_drafts_ = on;
+  show_drafts_action_->setChecked(on);
+  rebuild();
+}
+
+QColor ChatView::draftBackground() const {
+  // A soft tint of the highlight colour over the base: visible on light and dark themes
+  // without hurting the text's contrast.
+  const QColor h = palette().color(QPalette::Highlight);
+  const QColor b = palette().color(QPalette::Base);
+  constexpr double kMix = 0.22;
+  return QColor::fromRgbF(static_cast<float>(b.redF() * (1 - kMix) + h.redF() * kMix),
+                          static_cast<float>(b.greenF() * (1 - kMix) + h.greenF() * kMix),
+                          static_cast<float>(b.blueF() * (1 - kMix) + h.blueF() * kMix));
+}
+
+void ChatView::writePieces(QTextCursor& c, const QList<TokenPiece>& pieces, int from) {
+  const QTextCharFormat plain = body_format(palette());
+  const QColor tint = draftBackground();
+  for (int i = from; i < pieces.size(); ++i) {
+    const TokenPiece& p = pieces.at(i);
+    if (p.text.isEmpty()) continue;
+    QTextCharFormat f = plain;
+    f.setProperty(StepProperty, p.step);
+    f.setProperty(DraftedProperty, p.drafted);
+    f.setToolTip(p.drafted ? tr("step %1 · drafted").arg(p.step) : tr("step %1 · target").arg(p.step));
+    if (p.drafted && show_drafts_) f.setBackground(tint);
+    c.insertText(p.text, f);
+  }
+}
+
+QString ChatView::tokenToolTipAt(int pos) const {
+  QTextCursor c(document());
+  if (pos < 0 || pos >= document()->characterCount() - 1) return {};
+  c.setPosition(pos + 1);  // charFormat() is the format of the character before the cursor
+  return c.charFormat().toolTip();
+}
+
+bool ChatView::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(e);
+    const QPoint vp = viewport()->mapFromGlobal(help->globalPos());
+    const QString tip = tokenToolTipAt(document()->documentLayout()->hitTest(
+        QPointF(vp.x() + horizontalScrollBar()->value(), vp.y() + verticalScrollBar()->value()), Qt::ExactHit));
+    if (tip.isEmpty()) QToolTip::hideText();
+    else QToolTip::showText(help->globalPos(), tip, this);
+    return true;
+  }
+  return QTextBrowser::event(e);
 }
 
 void ChatView::setModel(ChatModel* model) {
@@ -117,7 +179,18 @@ void ChatView::writeRow(int row) {
   QTextBlockFormat body_block;
   body_block.setTopMargin(2);
   c.insertBlock(body_block, body_format(pal));
-  c.insertText(it.text, body_format(pal));
+  // Pieces when they add up to (a prefix of) the text: the final text may complete a UTF-8
+  // tail the pieces held back, which is appended plain.
+  QString joined;
+  for (const TokenPiece& p : it.pieces) joined += p.text;
+  if (!it.pieces.isEmpty() && it.text.startsWith(joined)) {
+    writePieces(c, it.pieces, 0);
+    c.insertText(it.text.mid(joined.size()), body_format(pal));
+    tail_pieces_ = it.text.size() == joined.size() ? static_cast<int>(it.pieces.size()) : -1;
+  } else {
+    c.insertText(it.text, body_format(pal));
+    tail_pieces_ = it.pieces.isEmpty() ? 0 : -1;
+  }
   if (it.has_stats && !it.streaming) {
     c.insertBlock(QTextBlockFormat(), stats_format(pal, font()));
     QString line = model_->data(model_->index(row), ChatModel::StatsTextRole).toString();
@@ -149,7 +222,18 @@ void ChatView::onDataChanged(int first, int last) {
     StickToBottom stick(verticalScrollBar());
     QTextCursor c(document());
     c.movePosition(QTextCursor::End);
+    if (tail_pieces_ >= 0 && tail_pieces_ <= it.pieces.size()) {
+      QString added;
+      for (int i = tail_pieces_; i < it.pieces.size(); ++i) added += it.pieces.at(i).text;
+      if (tail_text_ + added == it.text) {
+        writePieces(c, it.pieces, tail_pieces_);
+        tail_pieces_ = static_cast<int>(it.pieces.size());
+        tail_text_ = it.text;
+        return;
+      }
+    }
     c.insertText(it.text.mid(tail_text_.size()), body_format(palette()));
+    tail_pieces_ = -1;
     tail_text_ = it.text;
     return;
   }

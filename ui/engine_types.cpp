@@ -1,5 +1,9 @@
 #include "ui/engine_types.h"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
 namespace specchat::ui {
 
 MessageStats to_message_stats(const GenerationStats& s, bool speculative) {
@@ -29,11 +33,81 @@ QString format_stats(const MessageStats& s) {
   return parts.join(sep);
 }
 
+double CompareSide::tokens_per_s_total() const {
+  return total_ms > 0 && stats.n_generated > 0 ? stats.n_generated * 1000.0 / total_ms : 0.0;
+}
+
+void finish_compare(CompareResult& r) {
+  const auto& a = r.baseline.tokens;
+  const auto& b = r.speculative.tokens;
+  const auto mismatch = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+  r.identical = a.size() == b.size() && mismatch.first == a.end();
+  r.first_diff = r.identical ? -1 : static_cast<int>(mismatch.first - a.begin());
+  const double base = r.baseline.tokens_per_s_total();
+  const double spec = r.speculative.tokens_per_s_total();
+  r.speedup = base > 0 && spec > 0 ? spec / base : 0.0;
+}
+
+QString compare_verdict(const CompareResult& r) {
+  if (!r.error.isEmpty()) return QStringLiteral("error: %1").arg(r.error);
+  if (!r.greedy) return QStringLiteral("sampled: outputs may differ, both follow the target distribution");
+  if (r.identical) return QStringLiteral("identical tokens");
+  return QStringLiteral("first difference at token %1").arg(r.first_diff);
+}
+
+namespace {
+
+nlohmann::json side_json(const CompareSide& s) {
+  return nlohmann::json{{"text", s.text.toStdString()},
+                        {"tokens", s.tokens},
+                        {"drafted", s.drafted},
+                        {"finish", s.finish.toStdString()},
+                        {"total_ms", s.total_ms},
+                        {"ttft_ms", s.stats.ttft_ms},
+                        {"tokens_per_s", s.stats.tokens_per_s()},
+                        {"n_generated", s.stats.n_generated},
+                        {"n_drafted", s.stats.n_drafted},
+                        {"n_accepted", s.stats.n_accepted},
+                        {"n_steps", s.stats.n_steps},
+                        {"acceptance_rate", s.stats.acceptance_rate()},
+                        {"mean_accepted_length", s.stats.mean_accepted_length()},
+                        {"accepted_hist", s.stats.accepted_hist}};
+}
+
+}  // namespace
+
+CompareRecord to_compare_record(const CompareResult& r) {
+  CompareRecord rec;
+  if (r.conversation_id > 0) rec.conversation_id = r.conversation_id;
+  rec.prompt = r.prompt.toStdString();
+  const GenerationSettings& g = r.settings;
+  rec.params_json = nlohmann::json{{"temperature", g.sampling.temperature},
+                                   {"top_k", g.sampling.top_k},
+                                   {"top_p", g.sampling.top_p},
+                                   {"seed", g.sampling.seed},
+                                   {"max_tokens", g.max_tokens},
+                                   {"draft_k", g.draft_k},
+                                   {"drafter", r.drafter.toStdString()},
+                                   {"tree_mode", r.tree_mode.toStdString()},
+                                   {"node_budget", r.node_budget}}
+                        .dump();
+  rec.baseline_json = side_json(r.baseline).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  rec.speculative_json = side_json(r.speculative).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  rec.speedup = r.speedup;
+  rec.identical = r.identical;
+  rec.first_diff = r.identical ? -1 : std::max(0, r.first_diff);
+  return rec;
+}
+
 void register_engine_types() {
   qRegisterMetaType<GenerateJob>();
   qRegisterMetaType<GenerationSummary>();
   qRegisterMetaType<ModelInfo>();
   qRegisterMetaType<LiveStats>();
+  qRegisterMetaType<CompareJob>();
+  qRegisterMetaType<CompareResult>();
+  qRegisterMetaType<PiecesRequest>();
+  qRegisterMetaType<DecodedPieces>();
   qRegisterMetaType<MessageStats>();
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/chat_context.h"
 #include "engine/chat_template.h"
 #include "engine/generator.h"
 #include "engine/sampler.h"
@@ -42,6 +43,12 @@ struct LiveStats {
   size_t rss_bytes = 0;         // process resident set size (CPU backend)
   size_t vram_used_bytes = 0, vram_total_bytes = 0;  // 0 on the CPU backend
   size_t kv_bytes = 0;          // KV caches of target and draft
+  int tree_depth = 0;           // effective depth per step (chains: draft_k)
+  QString device;               // "CPU" or the GPU's name
+  // Decode speed after each emitted token ([n_generated] tok/s, n_generated / decode time so
+  // far), for the sparkline; filled by the worker as the reply grows.
+  std::vector<float> tps_history;
+  QStringList warnings;         // settings not honoured (e.g. optimal tree without calibration)
 };
 
 // One reply to generate. `messages` is the whole conversation so far (system prompt first when
@@ -51,6 +58,10 @@ struct GenerateJob {
   quint64 id = 0;               // assigned by the sender, unique per worker; 0 = invalid
   qint64 conversation_id = 0;   // storage id, echoed back in the summary
   std::vector<ChatMessage> messages;
+  // The same messages with the stored token ids of earlier replies (empty = unknown): when
+  // given (same size as `messages`), the prompt splices those exact ids in and the KV prefix
+  // of the previous turn is reused (engine/chat_context.h).
+  std::vector<ContextMessage> context;
   GenerationSettings settings;
 };
 
@@ -81,6 +92,76 @@ struct ModelInfo {
   QStringList warnings;    // accepted vocabulary differences
 };
 
+// One compare run: `prompt` (a single user turn, after `system_prompt` when not empty) is
+// generated twice on the engine thread, baseline (no drafter) then speculative with
+// `settings`, each from a cold KV cache so both pay the same prefill.
+struct CompareJob {
+  quint64 id = 0;               // unique per worker, assigned by the sender
+  qint64 conversation_id = 0;   // echoed back (0 = none)
+  QString prompt;
+  QString system_prompt;
+  GenerationSettings settings;  // draft_k must be > 0 for a meaningful speculative side
+};
+
+// One side of a compare run. Times in ms.
+struct CompareSide {
+  QString text;
+  std::vector<int32_t> tokens;   // [n_generated]
+  std::vector<uint8_t> drafted;  // [n_generated] 1 = accepted draft token
+  GenerationStats stats;
+  double total_ms = 0;           // request start -> last token (prefill included)
+  QString finish;
+  // n_generated / total_ms · 1000 (what a user waits for, prefill included); 0 when empty.
+  double tokens_per_s_total() const;
+};
+
+// Both sides and the verdict. `error` set (and sides possibly empty) when the run failed;
+// `cancelled` when the user stopped it (the sides hold what was generated).
+struct CompareResult {
+  quint64 job_id = 0;
+  qint64 conversation_id = 0;
+  QString prompt;
+  GenerationSettings settings;
+  CompareSide baseline, speculative;
+  QString drafter, tree_mode;  // of the speculative side
+  int node_budget = 0;
+  bool greedy = true;          // temperature 0: the two token streams must be identical
+  bool identical = false;      // the token streams are equal
+  int first_diff = -1;         // first differing position; -1 exactly when identical
+  // speculative tok/s over baseline tok/s, both with prefill (total time): equals the
+  // total-time ratio when both emitted the same number of tokens. 0 when either side is empty.
+  double speedup = 0;
+  bool cancelled = false;
+  QString error;
+  QStringList warnings;        // e.g. "no calibration: dynamic tree instead of optimal"
+};
+
+// Fills identical / first_diff / speedup from the two sides.
+void finish_compare(CompareResult& r);
+// "identical tokens", "first difference at token N", or for sampled runs
+// "sampled: outputs may differ, both follow the target distribution".
+QString compare_verdict(const CompareResult& r);
+// The storage form (JSON parameters and sides; created_ms 0 = now).
+CompareRecord to_compare_record(const CompareResult& r);
+
+// Rebuilding the draft visualization of a reloaded reply: its stored ids and drafted flags
+// are decoded into per-token text on the engine thread (the vocabulary lives there).
+struct PiecesRequest {
+  qint64 message_id = 0;
+  std::vector<int32_t> ids;      // [n] generated ids
+  std::vector<uint8_t> drafted;  // [n] 1 = accepted draft token
+  uint64_t tokenizer_hash = 0;   // must match the loaded target's vocabulary
+};
+// Steps follow from the flags: each verification step emits its accepted drafted tokens,
+// then one target token. `ok` false when no models are loaded or the vocabulary differs.
+struct DecodedPieces {
+  qint64 message_id = 0;
+  bool ok = false;
+  QStringList texts;             // [n] newly complete UTF-8 per token (may be empty)
+  std::vector<uint8_t> drafted;  // [n]
+  std::vector<int> steps;        // [n]
+};
+
 // Stats as stored with a message, from the engine's GenerationStats.
 MessageStats to_message_stats(const GenerationStats& s, bool speculative);
 
@@ -96,4 +177,8 @@ Q_DECLARE_METATYPE(specchat::ui::GenerateJob)
 Q_DECLARE_METATYPE(specchat::ui::GenerationSummary)
 Q_DECLARE_METATYPE(specchat::ui::ModelInfo)
 Q_DECLARE_METATYPE(specchat::ui::LiveStats)
+Q_DECLARE_METATYPE(specchat::ui::CompareJob)
+Q_DECLARE_METATYPE(specchat::ui::CompareResult)
+Q_DECLARE_METATYPE(specchat::ui::PiecesRequest)
+Q_DECLARE_METATYPE(specchat::ui::DecodedPieces)
 Q_DECLARE_METATYPE(specchat::MessageStats)

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <exception>
 
+#include "ui/spec_setup.h"
+
 namespace specchat::ui {
 
 namespace {
@@ -30,13 +32,21 @@ QString current_exception_message() {
 
 // Encodes `messages` for `pair`, leaving out the oldest turns (never a system message, never
 // the last message) until the prompt leaves room for min(max_tokens, n_ctx / 2) new tokens.
-// Returns the prompt; `*n_dropped` counts the messages left out. When even the last turn alone
-// does not fit, the generator's prompt_too_long error reports it.
+// When `context` (the same messages with stored reply ids) is given and the whole conversation
+// fits, the prompt reuses those ids exactly (engine/chat_context.h), so the previous turn's KV
+// prefix is kept; dropping turns re-encodes from text. Returns the prompt; `*n_dropped` counts
+// the messages left out. When even the last turn alone does not fit, the generator's
+// prompt_too_long error reports it.
 std::vector<int32_t> encode_fitting(const ModelPair& pair, std::vector<ChatMessage> messages,
-                                    int max_tokens, int* n_dropped) {
+                                    const std::vector<ContextMessage>& context, int max_tokens,
+                                    int* n_dropped) {
   const int n_ctx = pair.target->n_ctx();
   const int reserve = std::max(1, std::min(max_tokens, n_ctx / 2));
   *n_dropped = 0;
+  if (!context.empty() && context.size() == messages.size()) {
+    ChatContext c = build_chat_context(pair, context);
+    if (static_cast<int>(c.prompt.size()) + reserve <= n_ctx) return std::move(c.prompt);
+  }
   std::vector<int32_t> prompt = pair.encode_chat(messages);
   while (static_cast<int>(prompt.size()) + reserve > n_ctx) {
     auto first = std::find_if(messages.begin(), messages.end(),
@@ -143,16 +153,18 @@ void EngineWorker::generate(const GenerateJob& job) {
   }
   try {
     GenerateRequest req;
-    req.prompt = encode_fitting(*pair_, job.messages, job.settings.max_tokens, &out.n_dropped_messages);
+    req.prompt = encode_fitting(*pair_, job.messages, job.context, job.settings.max_tokens,
+                                &out.n_dropped_messages);
     req.max_tokens = job.settings.max_tokens;
     req.sampling = job.settings.sampling;
-    out.speculative = pair_->draft != nullptr && job.settings.draft_k > 0;
-    req.spec.draft_k = out.speculative ? job.settings.draft_k : 0;
+    const SpecSetup setup = plan_spec(job.settings, *pair_);
+    out.speculative = setup.speculative;
+    req.spec = setup.spec;
     const quint64 id = job.id;
     auto on_token = [this, id](const TokenEvent& ev) {
       Q_EMIT tokenGenerated(id, QString::fromStdString(ev.text), ev.drafted, ev.step);
     };
-    GenerationResult r = generator_->generate(req, on_token, &cancel_);
+    GenerationResult r = runTracked(id, req, setup, on_token);
     out.text = QString::fromStdString(r.text);
     out.tokens = std::move(r.tokens);
     out.drafted = std::move(r.drafted);

@@ -17,6 +17,8 @@
 
 namespace specchat::ui {
 
+struct SpecSetup;  // ui/spec_setup.h
+
 // Owns a ModelPair and a Generator (KV prefix reuse across turns). Every slot catches all
 // exceptions and turns them into errorOccurred(): nothing a user does can crash the app.
 // Slots must run on the worker's thread (call them through queued connections).
@@ -36,6 +38,9 @@ class EngineWorker : public QObject {
   void shutdown();
   // Thread-safe: whether a model pair is loaded now.
   bool hasModels() const { return loaded_.load(); }
+  // Thread-safe. Least time between two running statsUpdated snapshots (default 50 ms; 0 =
+  // one per token, for tests and screenshots).
+  void setStatsIntervalMs(int ms) { stats_interval_ms_.store(ms); }
 
  public Q_SLOTS:
   // Loads (or replaces) the model pair. `target` empty = the bundled target; `draft` empty =
@@ -45,6 +50,14 @@ class EngineWorker : public QObject {
   // Generates one reply. Loads the last requested pair first when none is loaded (lazy start,
   // and a retry after a failed load). Emits tokenGenerated per token, then generationFinished.
   void generate(const specchat::ui::GenerateJob& job);
+  // Runs `job.prompt` baseline (no drafter), then speculative with job.settings, each from a
+  // cold KV cache. Streams both sides through compareToken and statsUpdated, then emits
+  // compareFinished once (also on error, cancellation through stop(job.id), or no models).
+  // Use ids that do not collide with generate()'s (e.g. with bit 62 set).
+  void compare(const specchat::ui::CompareJob& job);
+  // Decodes a stored reply into per-token pieces; emits piecesDecoded (ok false when no
+  // models are loaded or the tokenizer hash differs). Never loads models itself.
+  void decodePieces(const specchat::ui::PiecesRequest& request);
 
  Q_SIGNALS:
   void modelsLoading(const QString& description);
@@ -58,12 +71,21 @@ class EngineWorker : public QObject {
   // generates, and once more (finished = true) before generationFinished.
   void statsUpdated(const specchat::ui::LiveStats& stats);
   void generationFinished(const specchat::ui::GenerationSummary& summary);
+  // Compare runs: `side` 0 = baseline, 1 = speculative; `text` as in tokenGenerated.
+  void compareToken(quint64 job_id, int side, const QString& text, bool drafted);
+  void compareFinished(const specchat::ui::CompareResult& result);
+  void piecesDecoded(const specchat::ui::DecodedPieces& pieces);
 
  private:
   bool ensureLoaded(QString* error);  // worker thread; false when no pair could be loaded
   void unload();
   bool beginJob(quint64 job_id);      // registers the running job; false when already cancelled
   void endJob();
+  // Runs `req` on the generator, forwarding each token to on_token and emitting statsUpdated
+  // for job_id at most every ~50 ms and once (finished) at the end. Throws what generate throws.
+  GenerationResult runTracked(quint64 job_id, const GenerateRequest& req, const SpecSetup& setup,
+                              const TokenCallback& on_token);
+  void fillMemory(LiveStats& live) const;  // RSS, KV bytes, VRAM, device name
 
   PairOptions options_;               // last requested pair
   std::unique_ptr<ModelPair> pair_;   // heap: the generator keeps references into it
@@ -77,6 +99,7 @@ class EngineWorker : public QObject {
   quint64 cancelled_job_ = 0;
   std::atomic<bool> cancel_{false};
   std::atomic<bool> shutdown_{false};
+  std::atomic<int> stats_interval_ms_{50};  // live panel refresh: smooth, yet cheap to paint
 };
 
 // Owns the engine thread and the worker living on it: starts the thread on construction;

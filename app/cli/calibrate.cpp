@@ -11,6 +11,7 @@
 
 #include "engine/model.h"
 #include "engine/speculative/calibration.h"
+#include "engine/speculative/calibration_file.h"
 #include "engine/speculative/sequoia.h"
 
 namespace specchat::cli {
@@ -28,29 +29,8 @@ const std::vector<int> kDraftWidths = {1, 2, 4, 8, 16};
 constexpr int kMaxAutoNodes = 64;
 constexpr int kTimingContext = 64;  // tokens of real context the timings run on
 
-// FNV-1a 64 over the first and the last 64 KiB of the file (header + vocabulary, and tensor
-// data), as 16 hex digits. Cheap for any size; the size is compared separately.
-std::string fingerprint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  const uint64_t size = fs::file_size(path);
-  constexpr uint64_t kChunk = 64 * 1024;
-  uint64_t h = 1469598103934665603ull;
-  std::vector<char> buf(kChunk);
-  auto mix = [&](uint64_t off, uint64_t len) {
-    in.seekg(static_cast<std::streamoff>(off));
-    in.read(buf.data(), static_cast<std::streamsize>(len));
-    for (std::streamsize i = 0; i < in.gcount(); ++i) {
-      h ^= static_cast<unsigned char>(buf[static_cast<size_t>(i)]);
-      h *= 1099511628211ull;
-    }
-  };
-  mix(0, std::min(size, kChunk));
-  if (size > kChunk) mix(std::max(kChunk, size - kChunk), std::min(kChunk, size - kChunk));
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
-}
+// engine/speculative/calibration_file.h: shared with the desktop app.
+std::string fingerprint(const std::string& path) { return file_fingerprint(path); }
 
 json file_info(const std::string& path) {
   return json{{"file", fs::path(path).filename().string()},
@@ -162,11 +142,7 @@ void warn(ModelPair& pair, const std::string& w) {
 
 }  // namespace
 
-std::string calibration_path(const std::string& draft_path) {
-  fs::path p(draft_path);
-  if (p.extension() == ".gguf") p.replace_extension();
-  return p.string() + ".calibration.json";
-}
+std::string calibration_path(const std::string& draft_path) { return specchat::calibration_path(draft_path); }
 
 std::vector<double> fallback_accept_by_rank() {
   std::vector<double> a;

@@ -1,0 +1,80 @@
+// Side-by-side compare: one prompt generated baseline (no drafter) then speculative on the
+// engine thread (EngineWorker::compare), each side's text, TTFT, tokens/s and total time, the
+// speedup, and the verdict ("identical tokens" / "first difference at token N"; sampled runs
+// say that differences are expected). Results stay until the next run; Save hands them to
+// the window as a storage record.
+#pragma once
+
+#include <QWidget>
+
+#include "ui/engine_types.h"
+
+class QLabel;
+class QPlainTextEdit;
+class QPushButton;
+
+namespace specchat::ui {
+
+class EngineWorker;
+
+class CompareView : public QWidget {
+  Q_OBJECT
+
+ public:
+  // `worker` lives on the engine thread and must outlive the view. Children have object
+  // names: compareInput, compareRunButton, compareStopButton, compareSaveButton,
+  // compareBaselineText, compareSpeculativeText, compareBaselineStats,
+  // compareSpeculativeStats, compareSpeedup, compareVerdict, compareStatus.
+  explicit CompareView(EngineWorker* worker, QWidget* parent = nullptr);
+
+  void setSettings(const GenerationSettings& s) { settings_ = s; }
+  const GenerationSettings& settings() const { return settings_; }
+  void setSystemPrompt(const QString& s) { system_prompt_ = s; }
+  void setConversationId(qint64 id) { conversation_id_ = id; }
+  void setPrompt(const QString& text);
+
+  bool isRunning() const { return running_ != 0; }
+  bool hasResult() const { return has_result_; }
+  const CompareResult& result() const { return result_; }
+
+ public Q_SLOTS:
+  // Starts a run of the prompt box's text (ignored while running or when blank).
+  void run();
+  // Cancels the running compare (Esc).
+  void stop();
+
+ Q_SIGNALS:
+  void finished(const specchat::ui::CompareResult& result);
+  // The Save button: the last finished result in storage form.
+  void saveRequested(const specchat::CompareRecord& record);
+  // Connected (queued) to EngineWorker::compare.
+  void compareRequested(const specchat::ui::CompareJob& job);
+
+ private:
+  void onToken(quint64 job_id, int side, const QString& text, bool drafted);
+  void onFinished(const specchat::ui::CompareResult& r);
+  void setRunning(quint64 job_id);
+
+  EngineWorker* worker_;
+  GenerationSettings settings_;
+  QString system_prompt_;
+  qint64 conversation_id_ = 0;
+  quint64 next_id_ = 0;
+  quint64 running_ = 0;
+  bool has_result_ = false;
+  CompareResult result_;
+  QPlainTextEdit* input_;
+  QPushButton* run_;
+  QPushButton* stop_;
+  QPushButton* save_;
+  QPlainTextEdit* text_[2];
+  QLabel* stats_[2];
+  QLabel* speedup_;
+  QLabel* verdict_;
+  QLabel* status_;
+};
+
+// "TTFT 120 ms · 35.2 tok/s · total 1.40 s · 48 tokens" (+ " · α 0.71 · τ 2.9" when drafted).
+QString format_compare_side(const CompareSide& s, bool speculative);
+
+}  // namespace specchat::ui
