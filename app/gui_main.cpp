@@ -13,6 +13,7 @@
 #include "storage/conversation_store.h"
 #include "ui/analysis_tools.h"
 #include "ui/chat_controller.h"
+#include "ui/compare_view.h"
 #include "ui/engine_worker.h"
 #include "ui/main_window.h"
 #include "ui/settings.h"
@@ -138,7 +139,9 @@ int main(int argc, char** argv) {
   specchat::ui::MainWindow window(&controller);
   window.setAppSettings(opt.app, opt.settings_file);
   // Live panel, draft-token toggle and Compare… (Ctrl+K) in the View menu.
-  specchat::ui::install_analysis_tools(window, engine.worker(), &controller);
+  const specchat::ui::AnalysisTools tools = specchat::ui::install_analysis_tools(window, engine.worker(), &controller);
+  QObject::connect(tools.compare, &specchat::ui::CompareView::saveRequested, &controller,
+                   &specchat::ui::ChatController::saveCompareRun);
   window.show();
   // Load in the background while the window comes up; the first Send waits for it.
   engine.loadModels(opt.app.target_path, opt.app.draft_path);

@@ -61,6 +61,8 @@ ChatController::ChatController(EngineWorker* worker, const QString& database_pat
           Qt::QueuedConnection);
   connect(sw, &StorageWorker::messageSaved, this, &ChatController::onMessageSaved, Qt::QueuedConnection);
   connect(sw, &StorageWorker::exported, this, &ChatController::exported, Qt::QueuedConnection);
+  connect(sw, &StorageWorker::compareSaved, this,
+          [this](qint64 id) { setStatus(tr("Comparison saved (run %1).").arg(id), false); }, Qt::QueuedConnection);
   connect(sw, &StorageWorker::imported, this,
           [this](const Conversation& c) {
             openConversation(c.id);
@@ -173,7 +175,14 @@ void ChatController::startReply() {
   job.conversation_id = conversation_id_;
   // The system prompt goes first: it frames every turn (ChatMessage order = context order).
   if (!system_prompt_.trimmed().isEmpty()) job.messages.push_back(ChatMessage{"system", system_prompt_.toStdString()});
-  for (ChatMessage& cm : model_.chatMessages()) job.messages.push_back(std::move(cm));
+  if (!system_prompt_.trimmed().isEmpty()) {
+    job.context.push_back(ContextMessage{ChatMessage{"system", system_prompt_.toStdString()}, {}, 0, {}});
+  }
+  // The same turns with each reply's stored ids: the engine reuses them (and the KV prefix).
+  for (ContextMessage& cm : model_.contextMessages()) {
+    job.messages.push_back(cm.message);
+    job.context.push_back(std::move(cm));
+  }
   job.settings = settings_;
 
   ChatItem reply;
@@ -379,6 +388,13 @@ void ChatController::onModelsLoaded(const ModelInfo& info) {
   ready_text_ = text;
   engine_error_ = false;
   setStatus(text, false);
+  // The models table: path, size, SHA-256 (hashed on the storage thread), architecture.
+  if (persistent_) {
+    post([t = info.target_path, d = info.draft_path](StorageWorker* w) {
+      w->recordModel(t, QStringLiteral("llama"));
+      if (!d.isEmpty()) w->recordModel(d, QStringLiteral("llama"));
+    });
+  }
 }
 
 void ChatController::onError(const QString& message) {
@@ -456,12 +472,24 @@ void ChatController::onFinished(const GenerationSummary& s) {
   engine_error_ = false;
   const MessageStats stats = to_message_stats(s.stats, s.speculative);
   model_.finishReply(row, s.text, stats, s.finish);
+  model_.setReplyTokens(row, s.tokens, s.tokenizer_hash, s.template_name);
   setStats(format_stats(stats));
 
   const Message m = replyMessage(s, conversation_id_);
   const qint64 replaced_id = replaced_ ? replaced_->id : 0;
   replaced_.reset();
-  save(row, m, replaced_id);
+  const qint64 pending = save(row, m, replaced_id);
+  if (pending != 0) {
+    post([pending, g = to_generation_record(s, settings_)](StorageWorker* w) { w->recordGeneration(pending, g); });
+  }
+}
+
+void ChatController::saveCompareRun(const CompareRecord& record) {
+  if (!persistent_) {
+    setStatus(tr("Comparison not saved: conversations are not being saved."), true);
+    return;
+  }
+  post([record](StorageWorker* w) { w->saveCompareRun(record); });
 }
 
 }  // namespace specchat::ui

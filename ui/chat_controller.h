@@ -97,6 +97,8 @@ class ChatController : public QObject {
   void importJson(const QString& path);
   // Queues EngineWorker::loadModels (empty target = bundled; empty draft = none).
   void loadModels(const QString& target, const QString& draft);
+  // Saves a compare-view result to the database (compare_runs); the status line reports it.
+  void saveCompareRun(const specchat::CompareRecord& record);
 
  Q_SIGNALS:
   void busyChanged(bool busy);

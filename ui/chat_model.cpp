@@ -100,12 +100,7 @@ void ChatModel::setMessageId(int row, qint64 id) {
 
 std::vector<ChatMessage> ChatModel::chatMessages() const {
   std::vector<ChatMessage> out;
-  out.reserve(static_cast<size_t>(items_.size()));
-  for (const ChatItem& it : items_) {
-    if (it.streaming) continue;
-    if (it.role == QLatin1String("assistant") && it.text.isEmpty()) continue;
-    out.push_back(ChatMessage{it.role.toStdString(), it.text.toStdString()});
-  }
+  for (ContextMessage& c : contextMessages()) out.push_back(std::move(c.message));
   return out;
 }
 
@@ -115,6 +110,7 @@ std::vector<ContextMessage> ChatModel::contextMessages() const {
   for (const ChatItem& it : items_) {
     if (it.streaming) continue;
     if (it.role == QLatin1String("assistant") && it.text.isEmpty()) continue;
+    if (it.role == QLatin1String("error")) continue;  // inline error bubbles are not turns
     ContextMessage c;
     c.message = ChatMessage{it.role.toStdString(), it.text.toStdString()};
     if (it.role == QLatin1String("assistant")) {

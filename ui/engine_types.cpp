@@ -76,6 +76,44 @@ nlohmann::json side_json(const CompareSide& s) {
 
 }  // namespace
 
+GenerationRecord to_generation_record(const GenerationSummary& s, const GenerationSettings& g) {
+  GenerationRecord rec;
+  rec.mode = s.speculative ? "speculative" : "baseline";
+  rec.params_json = nlohmann::json{{"temperature", g.sampling.temperature},
+                                   {"top_k", g.sampling.top_k},
+                                   {"top_p", g.sampling.top_p},
+                                   {"seed", g.sampling.seed},
+                                   {"max_tokens", g.max_tokens},
+                                   {"draft_k", s.speculative ? g.draft_k : 0},
+                                   {"drafter", drafter_kind_name(g.drafter)},
+                                   {"tree_mode", tree_mode_name(g.tree_mode)},
+                                   {"node_budget", g.node_budget},
+                                   {"depth", g.tree_depth},
+                                   {"branch", g.tree_branch},
+                                   {"template", s.template_name.toStdString()}}
+                        .dump();
+  const GenerationStats& t = s.stats;
+  rec.stats_json = nlohmann::json{{"finish", s.finish.toStdString()},
+                                  {"n_prompt", t.n_prompt},
+                                  {"n_prompt_cached", t.n_prompt_cached},
+                                  {"n_generated", t.n_generated},
+                                  {"n_drafted", t.n_drafted},
+                                  {"n_accepted", t.n_accepted},
+                                  {"n_steps", t.n_steps},
+                                  {"prefill_ms", t.prefill_ms},
+                                  {"ttft_ms", t.ttft_ms},
+                                  {"decode_ms", t.decode_ms},
+                                  {"draft_ms", t.draft_ms},
+                                  {"verify_ms", t.verify_ms},
+                                  {"sample_ms", t.sample_ms},
+                                  {"tokens_per_s", t.tokens_per_s()},
+                                  {"acceptance_rate", t.acceptance_rate()},
+                                  {"mean_accepted_length", t.mean_accepted_length()}}
+                       .dump();
+  rec.accepted_hist = t.accepted_hist;
+  return rec;
+}
+
 CompareRecord to_compare_record(const CompareResult& r) {
   CompareRecord rec;
   if (r.conversation_id > 0) rec.conversation_id = r.conversation_id;

@@ -144,6 +144,11 @@ QString compare_verdict(const CompareResult& r);
 // The storage form (JSON parameters and sides; created_ms 0 = now).
 CompareRecord to_compare_record(const CompareResult& r);
 
+// How a reply was generated, for the generations table: mode "speculative"/"baseline",
+// `settings` as JSON parameters, the engine statistics as JSON (times in ms) and the
+// accepted-length histogram. message_id is left 0 (the storage worker sets it).
+GenerationRecord to_generation_record(const GenerationSummary& s, const GenerationSettings& settings);
+
 // Rebuilding the draft visualization of a reloaded reply: its stored ids and drafted flags
 // are decoded into per-token text on the engine thread (the vocabulary lives there).
 struct PiecesRequest {

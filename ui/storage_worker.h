@@ -69,6 +69,14 @@ class StorageWorker : public QObject {
   void exportConversation(qint64 id, specchat::ui::ExportFormat format, const QString& path);
   // Reads a "specchat-conversation" JSON file and imports it; emits imported or failed.
   void importJson(const QString& path);
+  // Records how reply `message_id` (may be pending) was generated: mode, parameters, stats and
+  // the accepted-length histogram (generations table). Failures are reported, nothing else.
+  void recordGeneration(qint64 message_id, const specchat::GenerationRecord& g);
+  // Records a model file in the models table: path, size, SHA-256 (computed here, on the
+  // storage thread; skipped when the same path and size are already recorded), architecture.
+  void recordModel(const QString& path, const QString& architecture);
+  // Saves a compare-view result (compare_runs table); emits compareSaved or failed.
+  void saveCompareRun(const specchat::CompareRecord& r);
   // Nothing: a blocking call to it waits until every earlier request has run.
   void flush() {}
 
@@ -79,6 +87,7 @@ class StorageWorker : public QObject {
   void messageSaved(qint64 pending_id, qint64 id);
   void exported(const QString& path);
   void imported(const specchat::Conversation& c);
+  void compareSaved(qint64 id);
   // A request failed; `what` names the action and the reason. Nothing else changed.
   void failed(const QString& what);
 

@@ -70,6 +70,7 @@ TEST_CASE("gui: prompt streams a reply, stats show, conversation reloads", "[gui
   const QString prompt1 = QStringLiteral("Tell me a short story about a cat.");
   const QString prompt2 = QStringLiteral("What happened next?");
   QString reply1, reply2, stats;
+  std::vector<int32_t> reply1_ids;
 
   {
     App app(db);
@@ -127,9 +128,18 @@ TEST_CASE("gui: prompt streams a reply, stats show, conversation reloads", "[gui
     CHECK(shown.contains(reply1));
     CHECK(app.window.windowTitle().startsWith(QStringLiteral("Tell me a short story")));
 
-    // Second turn: the job carries the whole conversation (KV prefix reuse on the engine side).
+    // Second turn: the job carries the whole conversation with the first reply's ids, and the
+    // engine keeps turn 1 (prompt + reply, but its never-fed last token) in the KV cache.
+    std::vector<GenerationSummary> summaries;
+    QObject::connect(app.engine.worker(), &EngineWorker::generationFinished, &app.window,
+                     [&summaries](const GenerationSummary& s) { summaries.push_back(s); });
     app.type_and_send(prompt2);
     REQUIRE(wait_until([&] { return !app.controller.isBusy(); }, kReplyTimeoutMs));
+    REQUIRE(summaries.size() == 1);
+    reply1_ids = model->item(1).token_ids;
+    REQUIRE(reply1_ids.size() == static_cast<size_t>(r.stats.n_tokens));
+    CHECK(summaries[0].stats.n_prompt_cached >= summaries[0].stats.n_prompt - 20);
+    CHECK(summaries[0].stats.n_prompt_cached >= static_cast<int>(reply1_ids.size()));
     REQUIRE_FALSE(app.controller.statusIsError());
     REQUIRE(model->rowCount() == 4);
     reply2 = model->item(3).text;
@@ -167,6 +177,21 @@ TEST_CASE("gui: prompt streams a reply, stats show, conversation reloads", "[gui
     CHECK(shown.contains(prompt1));
     CHECK(shown.contains(reply1));
     CHECK(shown.contains(reply2));
+
+    // The next turn's job carries the stored ids of the replies (exact context after restart).
+    std::vector<GenerateJob> jobs;
+    QObject::connect(&app.controller, &ChatController::generateRequested, &app.window,
+                     [&jobs](const GenerateJob& j) { jobs.push_back(j); });
+    app.type_and_send(QStringLiteral("And then?"));
+    REQUIRE(jobs.size() == 1);
+    REQUIRE(jobs[0].context.size() == jobs[0].messages.size());
+    REQUIRE(jobs[0].context.size() == 5);
+    CHECK(jobs[0].context[1].message.role == "assistant");
+    CHECK(jobs[0].context[1].ids == reply1_ids);
+    CHECK(jobs[0].context[1].tokenizer_hash != 0);
+    CHECK(jobs[0].context[3].ids.size() == static_cast<size_t>(model->item(3).stats.n_tokens));
+    app.controller.stop();
+    REQUIRE(wait_until([&] { return !app.controller.isBusy(); }, kReplyTimeoutMs));
   }
 }
 
