@@ -66,7 +66,8 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   target_->setObjectName(QStringLiteral("targetPathEdit"));
   draft_->setObjectName(QStringLiteral("draftPathEdit"));
   target_->setPlaceholderText(tr("bundled model"));
-  draft_->setPlaceholderText(tr("none"));
+  // An empty draft means the bundled draft when the target is the bundled model, else none.
+  draft_->setPlaceholderText(tr("bundled draft with the bundled target, else none"));
   drafter_->setObjectName(QStringLiteral("drafterCombo"));
   drafter_->addItem(tr("Draft model"), QStringLiteral("model"));
   drafter_->addItem(tr("N-gram (prompt lookup)"), QStringLiteral("ngram"));
