@@ -14,6 +14,13 @@ KvCache::KvCache(int n_layer, int n_ctx, int kv_dim)
   tokens_.reserve(static_cast<size_t>(n_ctx));
 }
 
+KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, KvRowStore* store)
+    : n_layer_(n_layer), n_ctx_(n_ctx), kv_dim_(kv_dim), store_(store),
+      slot_parent_(static_cast<size_t>(n_ctx), -1) {
+  if (!store) throw std::invalid_argument("KvCache: null row store");
+  tokens_.reserve(static_cast<size_t>(n_ctx));
+}
+
 void KvCache::commit(std::span<const int32_t> ids) {
   if (tokens_.size() + ids.size() > static_cast<size_t>(n_ctx_)) {
     throw std::invalid_argument("KvCache::commit past n_ctx");
@@ -28,15 +35,38 @@ void KvCache::truncate(int n) {
 
 void KvCache::keep_path(std::span<const int32_t> path, std::span<const int32_t> ids) {
   if (path.size() != ids.size()) throw std::invalid_argument("keep_path: path/ids size differ");
+  if (tokens_.size() + ids.size() > static_cast<size_t>(n_ctx_)) {
+    throw std::invalid_argument("keep_path: past n_ctx");
+  }
   const int base = size();
   int prev = -1;
-  for (size_t j = 0; j < path.size(); ++j) {
-    const int src = path[j];
+  for (const int32_t src : path) {
     if (src <= prev || base + src >= n_ctx_) throw std::invalid_argument("keep_path: bad path");
     prev = src;
-    const int dst_slot = base + static_cast<int>(j);
-    const int src_slot = base + src;
-    if (src_slot != dst_slot) {  // a chain's accepted prefix is already in place
+  }
+  // Rows move in path order: dst_j = base + j <= base + path[j], and a later source is
+  // never an earlier destination (path increasing), so in-place copying is safe. A chain's
+  // accepted prefix (path[j] == j) is already in place.
+  size_t first = 0;
+  while (first < path.size() && path[first] == static_cast<int32_t>(first)) ++first;
+  if (first == path.size()) {
+    commit(ids);
+    return;
+  }
+  if (store_) {
+    int32_t buf[256];
+    std::vector<int32_t> big;
+    const size_t n_move = path.size() - first;
+    int32_t* src = buf;
+    if (n_move > 256) {
+      big.resize(n_move);
+      src = big.data();
+    }
+    for (size_t j = first; j < path.size(); ++j) src[j - first] = base + path[j];
+    store_->compact(std::span<const int32_t>(src, n_move), base + static_cast<int>(first));
+  } else {
+    for (size_t j = first; j < path.size(); ++j) {
+      const int dst_slot = base + static_cast<int>(j), src_slot = base + path[j];
       for (int il = 0; il < n_layer_; ++il) {
         std::memcpy(k(il, dst_slot), k(il, src_slot), sizeof(float) * kv_dim_);
         std::memcpy(v(il, dst_slot), v(il, src_slot), sizeof(float) * kv_dim_);

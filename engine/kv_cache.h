@@ -2,28 +2,52 @@
 // Layout: k/v [n_layer][n_ctx][n_head_kv * head_dim] (f32). Slot i holds the token at
 // sequence index i of the committed context; a draft tree's nodes live in slots after the
 // committed prefix until verification keeps the accepted path (keep_path) and drops the rest.
+// The rows live either in this object (host rows: the CPU backend) or in a KvRowStore owned
+// by a device backend (same layout in device memory); the bookkeeping is the same for both.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 namespace specchat {
 
+// K/V rows held outside the KvCache (device memory). Layout as KvCache's host rows.
+class KvRowStore {
+ public:
+  virtual ~KvRowStore() = default;
+  // Path compaction in every layer, K and V: row src_slots[j] -> row dst0 + j, j ascending.
+  // Precondition (KvCache::keep_path guarantees it): src_slots strictly increasing and
+  // src_slots[j] >= dst0 + j, so copying in ascending j is safe in place (see
+  // kernels/cuda/kv_compact.h). src_slots.size() <= the backend's max_batch.
+  // Throws BackendError on a device failure.
+  virtual void compact(std::span<const int32_t> src_slots, int dst0) = 0;
+  // Bytes of K and V rows held.
+  virtual size_t bytes() const = 0;
+};
+
 class KvCache {
  public:
   KvCache() = default;
+  // Host rows, zero-initialised.
   KvCache(int n_layer, int n_ctx, int kv_dim);
+  // Rows held by `store` (must outlive the cache); k()/v() throw std::logic_error.
+  KvCache(int n_layer, int n_ctx, int kv_dim, KvRowStore* store);
 
   int n_ctx() const { return n_ctx_; }
   int kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  int n_layer() const { return n_layer_; }
+  size_t bytes() const { return store_ ? store_->bytes() : (k_.size() + v_.size()) * sizeof(float); }
+  // True when k()/v() are usable (host rows).
+  bool host_rows() const { return store_ == nullptr; }
 
-  float* k(int il, int slot) { return k_.data() + (static_cast<size_t>(il) * n_ctx_ + slot) * kv_dim_; }
-  float* v(int il, int slot) { return v_.data() + (static_cast<size_t>(il) * n_ctx_ + slot) * kv_dim_; }
-  const float* k(int il, int slot) const { return k_.data() + (static_cast<size_t>(il) * n_ctx_ + slot) * kv_dim_; }
-  const float* v(int il, int slot) const { return v_.data() + (static_cast<size_t>(il) * n_ctx_ + slot) * kv_dim_; }
+  // Row [kv_dim] of layer il, slot `slot` (host rows only).
+  float* k(int il, int slot) { return k_.data() + index(il, slot); }
+  float* v(int il, int slot) { return v_.data() + index(il, slot); }
+  const float* k(int il, int slot) const { return k_.data() + index(il, slot); }
+  const float* v(int il, int slot) const { return v_.data() + index(il, slot); }
 
   // Token ids whose K/V are valid in slots [0, size()): the committed context.
   const std::vector<int32_t>& tokens() const { return tokens_; }
@@ -47,7 +71,12 @@ class KvCache {
   void set_slot_parent(int slot, int32_t parent) { slot_parent_[static_cast<size_t>(slot)] = parent; }
 
  private:
+  size_t index(int il, int slot) const {
+    if (store_) throw std::logic_error("KvCache: rows live on the device (no host k()/v())");
+    return (static_cast<size_t>(il) * n_ctx_ + slot) * kv_dim_;
+  }
   int n_layer_ = 0, n_ctx_ = 0, kv_dim_ = 0;
+  KvRowStore* store_ = nullptr;
   std::vector<float> k_, v_;
   std::vector<int32_t> tokens_;
   std::vector<int32_t> slot_parent_;

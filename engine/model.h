@@ -1,5 +1,6 @@
-// A loaded llama-architecture model: config, vocabulary, f32 weights, KV cache and the CPU
-// forward over a batch of tokens with explicit positions and tree/causal masking.
+// A loaded llama-architecture model: config, vocabulary, KV cache bookkeeping and a Backend
+// (backend.h: CPU f32 or CUDA) that runs the forward over a batch of tokens with explicit
+// positions and tree/causal masking. The mask is built here, on the host, for every backend.
 #pragma once
 
 #include <cstdint>
@@ -8,19 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/gguf.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/vocab.h"
 
 namespace specchat {
-
-// Thrown when a file parses as GGUF but is not a usable model (wrong architecture, tensor
-// missing or of the wrong shape). GgufError covers malformed files.
-class ModelError : public std::runtime_error {
- public:
-  explicit ModelError(const std::string& m) : std::runtime_error(m) {}
-};
 
 // One forward's input. All arrays are [n_tokens].
 // Token i is written to KV slot kv_pos0 + i and has RoPE position pos[i]. It attends to the
@@ -51,13 +46,25 @@ class LlamaModel {
     int n_ctx = 0;      // KV cache length in tokens; 0 = the model's n_ctx_train
     int max_batch = 128;  // largest Batch the forward accepts (scratch is sized up front)
     int n_threads = 0;  // BLAS / op threads; 0 = all cores
+    BackendKind backend = BackendKind::cpu;  // where weights, KV rows and the forward live
+    int device = 0;     // CUDA device ordinal (backend == cuda)
   };
 
-  // Loads a GGUF file. F32, F16, BF16 and Q8_0 weights are converted to f32 in memory.
-  // Throws GgufError (malformed file, names the file), ModelError (not a llama model),
-  // VocabError (no usable vocabulary).
+  // Loads a GGUF file. CPU: F32, F16, BF16 and Q8_0 weights are converted to f32 in memory.
+  // CUDA: F16/BF16 matrices are uploaded as they are, F32 and Q8_0 ones converted to F16.
+  // Throws GgufError (malformed file, names the file), ModelError (not a llama model; with
+  // backend cuda: "no CUDA device: <why>" or out of device memory), VocabError (no usable
+  // vocabulary).
   static std::unique_ptr<LlamaModel> load(const std::string& path, const Options& opt);
   static std::unique_ptr<LlamaModel> load(const std::string& path) { return load(path, Options{}); }
+
+  // A model with random weights and a synthetic vocabulary (pieces "<unk>", "<s>", "</s>",
+  // then "t3", "t4", …; bos 1, eos 2), for benchmarks and tests that need a shape, not a file
+  // (e.g. 7B: d_model 4096, 32 layers, 32 heads, d_ff 11008, vocab 32000). On CUDA the weights
+  // are F16 generated on the device (nothing crosses PCIe); on the CPU f32 from a host RNG.
+  // cfg.head_dim 0 = d_model / n_head; cfg.n_head_kv 0 = n_head; n_ctx from opt.n_ctx, else
+  // cfg.n_ctx_train. Throws ModelError for an inconsistent config.
+  static std::unique_ptr<LlamaModel> random(const ModelConfig& cfg, const Options& opt, uint64_t seed);
   ~LlamaModel();
 
   const ModelConfig& config() const { return cfg_; }
@@ -80,21 +87,26 @@ class LlamaModel {
   // returned (valid until the next forward); otherwise returns an empty span.
   std::span<const float> sync_cache(std::span<const int32_t> ctx, int upto, bool want_logits);
 
-  // Bytes held: weights (f32 in memory) and the KV cache.
-  size_t weight_bytes() const;
+  // Bytes held per component (weights as held by the backend, KV cache, activations incl. the
+  // mask buffer) and, on CUDA, device memory used/total (cudaMemGetInfo, whole device).
+  MemoryInfo memory() const;
+  size_t weight_bytes() const { return memory().weights_bytes; }
   size_t kv_bytes() const { return kv_.bytes(); }
+  BackendKind backend_kind() const { return backend_->kind(); }
+  // "CPU" or the GPU's name.
+  std::string device_name() const { return backend_->device_name(); }
 
  private:
   LlamaModel() = default;
-  struct Weights;
-  struct Scratch;
+  // Sizes the KV cache and mask buffer once the backend exists.
+  void finish_init(const Options& opt, int n_ctx);
   ModelConfig cfg_;
   Vocab vocab_;
   std::string path_;
-  KvCache kv_;
   int max_batch_ = 0;
-  std::unique_ptr<Weights> w_;
-  std::unique_ptr<Scratch> s_;
+  std::unique_ptr<Backend> backend_;  // declared before kv_: kv_ may point at its row store
+  KvCache kv_;
+  std::vector<uint8_t> visible_;  // [max_batch, n_ctx] tree mask of the current forward
 };
 
 }  // namespace specchat

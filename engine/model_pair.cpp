@@ -32,12 +32,14 @@ ModelPair ModelPair::load(const PairOptions& opt) {
   LlamaModel::Options mo;
   mo.n_ctx = opt.n_ctx;
   mo.n_threads = opt.n_threads;
+  mo.backend = opt.backend;
   mp.target = LlamaModel::load(tpath, mo);
   if (!opt.draft_path.empty()) {
     try {
       LlamaModel::Options dopt;
       dopt.n_ctx = mp.target->n_ctx();
       dopt.n_threads = opt.n_threads;
+      dopt.backend = opt.draft_backend;
       mp.draft = LlamaModel::load(opt.draft_path, dopt);
     } catch (const GgufError& e) {
       // Errors from the draft file name it, so the user knows which file is at fault (B19).

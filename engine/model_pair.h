@@ -18,6 +18,8 @@ struct PairOptions {
   std::string draft_path;      // empty = no draft model
   int n_ctx = 0;               // 0 = target's n_ctx_train
   int n_threads = 0;           // BLAS threads; 0 = all cores
+  BackendKind backend = BackendKind::cpu;        // target's backend
+  BackendKind draft_backend = BackendKind::cpu;  // draft's backend (may differ: measured choice)
 };
 
 // A loaded pair. Throws GgufError / ModelError / VocabError; errors about the draft say so

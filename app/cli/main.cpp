@@ -28,6 +28,7 @@ Loaded load(const cli::CommonOptions& o, bool need_draft) {
   po.target_path = o.model;
   po.n_ctx = o.n_ctx;
   po.n_threads = o.threads;
+  cli::apply_backends(o, po);
   if (need_draft && o.draft != "none") po.draft_path = o.draft == "bundled" ? bundled_draft_path() : o.draft;
   Loaded l{ModelPair::load(po), {}};
   for (const std::string& w : l.pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
@@ -75,6 +76,7 @@ int cmd_generate(const cli::CommonOptions& o) {
     json j = cli::result_json(r, l.prompt, req, k > 0 ? "speculative" : "baseline");
     if (!plan.is_null()) j["tree_plan"] = plan;
     j["warnings"] = l.pair.warnings;
+    j["memory"] = cli::memory_json(*l.pair.target, l.pair.draft.get());
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << "\n\n" << cli::stats_line(r.stats, k) << "\n";
@@ -111,6 +113,7 @@ int cmd_compare(const cli::CommonOptions& o) {
     j["first_difference"] = diff < 0 ? json(nullptr) : json(diff);
     j["speedup"] = speedup;
     j["warnings"] = l.pair.warnings;
+    j["memory"] = cli::memory_json(*l.pair.target, l.pair.draft.get());
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << "=== baseline ===\n" << base.text << "\n" << cli::stats_line(base.stats, 0) << "\n\n";
@@ -128,7 +131,11 @@ json error_json(const std::exception& e) {
   else if (auto* ge = dynamic_cast<const GenerationError*>(&e)) kind = ge->kind();
   else if (dynamic_cast<const VocabError*>(&e)) {
     kind = std::string(e.what()).find("vocab_mismatch") != std::string::npos ? "vocab_mismatch" : "vocab_error";
-  } else if (dynamic_cast<const ModelError*>(&e)) kind = "model_error";
+  } else if (dynamic_cast<const BackendError*>(&e)) {
+    kind = "backend_error";
+  } else if (dynamic_cast<const ModelError*>(&e)) {
+    kind = std::string(e.what()).rfind("no CUDA device", 0) == 0 ? "no_cuda_device" : "model_error";
+  }
   return json{{"error", {{"kind", kind}, {"message", e.what()}}}};
 }
 

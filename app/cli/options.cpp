@@ -39,12 +39,21 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("-n,--max-tokens", o.n, "tokens to generate")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--ctx", o.n_ctx, "context length (0 = the model's)")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--threads", o.threads, "BLAS threads (0 = all cores)")->check(CLI::Range(0, 256));
+  cmd.add_option("--backend", o.backend, "where the target model runs: cpu or cuda (an NVIDIA GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd.add_option("--draft-backend", o.draft_backend, "where the draft model runs: cpu or cuda (default: --backend)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   auto* p = cmd.add_option("--prompt,-p", o.prompt, "raw prompt text (continued as is)");
   auto* c = cmd.add_option("--chat,-c", o.chat, "user message, wrapped in the model's chat template");
   p->excludes(c);
   cmd.add_option("--system", o.system, "system prompt for --chat");
   cmd.add_option("--stop", o.stop, "stop string (repeatable); not included in the output");
   cmd.add_flag("--json", o.json, "print one JSON object at the end instead of streaming text");
+}
+
+void apply_backends(const CommonOptions& o, PairOptions& po) {
+  po.backend = parse_backend(o.backend);
+  po.draft_backend = o.draft_backend.empty() ? po.backend : parse_backend(o.draft_backend);
 }
 
 GenerateRequest make_request(const CommonOptions& o, std::vector<int32_t> prompt, int draft_k) {

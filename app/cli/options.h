@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/generator.h"
+#include "engine/model_pair.h"
 
 namespace specchat::cli {
 
@@ -25,6 +26,8 @@ struct CommonOptions {
   int n = 128;
   int n_ctx = 0;
   int threads = 0;
+  std::string backend = "cpu";      // cpu | cuda: where the target runs
+  std::string draft_backend;        // cpu | cuda; empty = as --backend
   std::string prompt;
   std::string chat;
   std::string system;
@@ -35,6 +38,9 @@ struct CommonOptions {
 
 // Adds the shared flags to a subcommand.
 void add_common_options(CLI::App& cmd, CommonOptions& o);
+
+// Copies --backend / --draft-backend into the load options.
+void apply_backends(const CommonOptions& o, PairOptions& po);
 
 // The request the options describe (prompt ids filled in by the caller).
 GenerateRequest make_request(const CommonOptions& o, std::vector<int32_t> prompt, int draft_k);

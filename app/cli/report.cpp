@@ -18,6 +18,7 @@ nlohmann::json result_json(const GenerationResult& r, const std::vector<int32_t>
   j["branch"] = b.branch;
   j["prompt_tokens"] = prompt;
   j["n_prompt"] = s.n_prompt;
+  j["n_prompt_cached"] = s.n_prompt_cached;
   j["tokens"] = r.tokens;
   j["drafted_flags"] = r.drafted;
   j["text"] = r.text;
@@ -52,6 +53,25 @@ std::string stats_line(const GenerationStats& s, int draft_k) {
                 s.n_generated, s.tokens_per_s(), s.ttft_ms, s.tpot_ms(), s.n_drafted, s.n_accepted,
                 s.acceptance_rate(), s.mean_accepted_length(), draft_k, s.n_steps);
   return buf;
+}
+
+namespace {
+nlohmann::json model_memory_json(const LlamaModel& m) {
+  const MemoryInfo mi = m.memory();
+  return {{"backend", backend_name(m.backend_kind())},
+          {"device", m.device_name()},
+          {"weights_bytes", mi.weights_bytes},
+          {"kv_bytes", mi.kv_bytes},
+          {"activation_bytes", mi.activation_bytes},
+          {"device_used_bytes", mi.device_used_bytes},
+          {"device_total_bytes", mi.device_total_bytes}};
+}
+}  // namespace
+
+nlohmann::json memory_json(const LlamaModel& target, const LlamaModel* draft) {
+  nlohmann::json j = model_memory_json(target);
+  if (draft) j["draft"] = model_memory_json(*draft);
+  return j;
 }
 
 }  // namespace specchat::cli

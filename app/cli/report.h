@@ -5,12 +5,17 @@
 #include <string>
 
 #include "engine/generator.h"
+#include "engine/model.h"
 
 namespace specchat::cli {
 
 // The --json object of one generation (field names: ARCHITECTURE.md §6 and issue 2).
 nlohmann::json result_json(const GenerationResult& r, const std::vector<int32_t>& prompt,
                            const GenerateRequest& req, const std::string& mode);
+// Memory of the loaded models for --json: {"backend", "device", "weights_bytes", "kv_bytes",
+// "activation_bytes", "device_used_bytes", "device_total_bytes"} for the target, and the same
+// under "draft" when there is one (device fields 0 on the CPU).
+nlohmann::json memory_json(const LlamaModel& target, const LlamaModel* draft);
 // One human-readable stats line.
 std::string stats_line(const GenerationStats& s, int draft_k);
 

@@ -1,0 +1,110 @@
+// Section (b) of the GPU check: decode speed, bandwidth use and tree-verify cost per model.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "app/gpu_bench/bench.h"
+#include "app/gpu_bench/common.h"
+#include "kernels/cuda/check.h"
+
+namespace specchat::bench {
+
+namespace {
+
+constexpr int kTreeSizes[] = {1, 8, 16, 32, 64};
+
+// Decodes n_decode tokens one forward at a time after an n_prompt prefill, then verifies
+// trees of kTreeSizes nodes at that context length (trees are not committed).
+void bench_model(Report& rep, const std::string& name, LlamaModel& m, int n_prompt, int n_decode, double bw_gbs) {
+  const ModelConfig& c = m.config();
+  const std::vector<int32_t> ids = prompt_ids(n_prompt + n_decode, c.n_vocab);
+  m.kv().truncate(0);
+  m.sync_cache(ids, n_prompt, false);
+  for (int w = 0; w < 2; ++w) m.forward(Batch::chain(std::span(ids).subspan(static_cast<size_t>(n_prompt), 1), n_prompt, false));
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n_decode; ++i) {
+    const auto one = std::span(ids).subspan(static_cast<size_t>(n_prompt + i), 1);
+    m.forward(Batch::chain(one, m.kv().size(), false));
+    m.kv().commit(one);
+  }
+  const double decode_ms = ms_since(t0) / n_decode;
+  const MemoryInfo mem = m.memory();
+  // Weights read per token: everything but the embedding table, of which one row is read
+  // (F16/BF16 tables: 2 bytes per element). KV reads are not counted (small at these lengths).
+  const double bytes_tok = static_cast<double>(mem.weights_bytes) -
+                           static_cast<double>(c.n_vocab - 1) * c.d_model * 2.0;
+  const double tps = 1000.0 / decode_ms;
+  const double gbs = bytes_tok * tps / 1e9;
+  std::printf("  %-22s decode %8.3f ms/token %9.1f tok/s %8.1f GB/s (%5.1f%% of %.0f GB/s), ctx %d\n",
+              name.c_str(), decode_ms, tps, gbs, bw_gbs > 0 ? 100.0 * gbs / bw_gbs : 0.0, bw_gbs, m.kv().size());
+  Row row;
+  row.str("model", name)
+      .num("weights_bytes", static_cast<double>(mem.weights_bytes))
+      .num("kv_bytes", static_cast<double>(mem.kv_bytes))
+      .num("activation_bytes", static_cast<double>(mem.activation_bytes))
+      .num("context_tokens", m.kv().size())
+      .num("decode_ms", decode_ms)
+      .num("tokens_per_s", tps)
+      .num("weight_bytes_per_token", bytes_tok)
+      .num("achieved_gbs", gbs)
+      .num("device_bandwidth_gbs", bw_gbs)
+      .num("bandwidth_fraction", bw_gbs > 0 ? gbs / bw_gbs : 0.0);
+  std::printf("  %-22s tree verify ms (x 1-token decode):", "");
+  for (int n : kTreeSizes) {
+    if (n > m.max_batch()) continue;
+    const Batch b = tree_batch(n, m.kv().size(), c.n_vocab);
+    m.forward(b);  // warm-up
+    const int reps = 8;
+    const auto t1 = Clock::now();
+    for (int r = 0; r < reps; ++r) m.forward(b);
+    const double ms = ms_since(t1) / reps;
+    std::printf("  %d: %.3f (%.2fx)", n, ms, ms / decode_ms);
+    row.num("tree" + std::to_string(n) + "_ms", ms).num("tree" + std::to_string(n) + "_rel", ms / decode_ms);
+  }
+  std::printf("\n");
+  rep.section("models").push_back(row);
+}
+
+}  // namespace
+
+bool bench_models(Report& rep, const std::string& models_dir, bool with_7b) {
+  const cuda::DeviceInfo info = cuda::device_info(0);
+  std::printf("\n(b) models on %s: decode speed, achieved bandwidth (device %.0f GB/s%s), tree verify\n",
+              info.name.c_str(), info.bandwidth_gbs, info.bandwidth_from_table ? ", from the name table" : "");
+  rep.section("device").push_back(Row()
+                                      .str("name", info.name)
+                                      .num("cc_major", info.cc_major)
+                                      .num("cc_minor", info.cc_minor)
+                                      .num("sm_count", info.sm_count)
+                                      .num("total_bytes", static_cast<double>(info.total_bytes))
+                                      .num("bandwidth_gbs", info.bandwidth_gbs)
+                                      .boolean("bandwidth_from_table", info.bandwidth_from_table));
+  LlamaModel::Options o;
+  o.backend = BackendKind::cuda;
+  o.max_batch = 64;
+  for (const char* role : {"target", "draft"}) {
+    auto m = LlamaModel::load(models_dir + "/specchat-" + role + ".gguf", o);
+    bench_model(rep, std::string("bundled ") + role, *m, 64, 96, info.bandwidth_gbs);
+  }
+  if (with_7b) {
+    ModelConfig c;
+    c.n_vocab = 32000;
+    c.d_model = 4096;
+    c.n_layer = 32;
+    c.n_head = 32;
+    c.n_head_kv = 32;
+    c.head_dim = 128;
+    c.d_ff = 11008;
+    c.n_ctx_train = 4096;
+    LlamaModel::Options o7 = o;
+    o7.n_ctx = 1024;
+    const auto t0 = Clock::now();
+    auto m = LlamaModel::random(c, o7, 42);
+    std::printf("  random 7B (F16, made on the device) ready in %.0f ms: %.2f GB weights\n", ms_since(t0),
+                static_cast<double>(m->memory().weights_bytes) / 1e9);
+    bench_model(rep, "random 7B f16", *m, 128, 64, info.bandwidth_gbs);
+  }
+  return true;
+}
+
+}  // namespace specchat::bench

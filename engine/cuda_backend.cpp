@@ -1,0 +1,463 @@
+#include "engine/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/backend_weights.h"
+#include "engine/gguf.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/kv_compact.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/convert.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/kv_compact.h"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope.h"
+
+namespace specchat {
+
+namespace {
+
+constexpr size_t kAlign = 256;  // cudaMalloc's alignment; keeps every region coalescing-friendly
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Bump allocator over the pool. With base == nullptr it only measures (the first pass).
+struct Carver {
+  char* base = nullptr;
+  size_t used = 0;
+  template <class T>
+  T* take(size_t bytes) {
+    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
+    used += align_up(bytes);
+    return p;
+  }
+};
+
+std::string gib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+// One weight tensor in the pool. Matrices are [n_out, n_in] row-major (ne = {n_in, n_out}).
+struct DeviceTensor {
+  std::string name;
+  std::vector<uint64_t> ne;
+  bool norm = false;            // f32 vector (norm weights) rather than a matrix
+  DType dtype = DType::f16;     // f32 for norms
+  void* p = nullptr;
+  uint64_t n_elements() const { return ne.size() == 1 ? ne[0] : ne[0] * ne[1]; }
+  size_t bytes() const { return static_cast<size_t>(n_elements()) * dtype_size(dtype); }
+};
+
+struct CudaBackend::Device {
+  struct Layer {
+    const DeviceTensor *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+  };
+  int device = 0;
+  cuda::DeviceInfo info;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::Blas> blas;
+  void* pool = nullptr;
+  size_t pool_bytes = 0;
+  char* host = nullptr;  // pinned: [inputs: in_capacity][logits: max_batch * n_vocab f32]
+  size_t host_bytes = 0;
+
+  std::vector<DeviceTensor> tensors;  // canonical order, see tensor_list()
+  const DeviceTensor *tok_embd = nullptr, *output = nullptr, *output_norm = nullptr;
+  std::vector<Layer> layers;
+  size_t weights_bytes = 0;  // sum of tensor sizes (alignment padding not counted)
+
+  float *k_cache = nullptr, *v_cache = nullptr;  // [n_layer][n_ctx][kv_dim] each
+  size_t kv_bytes = 0;
+
+  float *x = nullptr, *xb = nullptr, *q = nullptr, *att = nullptr, *gate = nullptr, *up = nullptr;
+  float* logits = nullptr;
+  void* mm_scratch = nullptr;
+  size_t mm_scratch_bytes = 0;
+  void* in_buf = nullptr;  // ids [n], pos [n], visible [n, n_masked] packed per forward
+  size_t in_capacity = 0;
+  int32_t* path = nullptr;  // [max_batch]
+  size_t activation_bytes = 0;
+
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  ~Device() {
+    // Destructors must not throw: errors here are ignored (the context may already be gone).
+    cudaSetDevice(device);
+    if (stream) cudaStreamSynchronize(stream);
+    blas.reset();
+    if (pool) cudaFree(pool);
+    if (host) cudaFreeHost(host);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  float* host_logits() const { return reinterpret_cast<float*>(host + in_capacity); }
+};
+
+namespace {
+
+using Device = CudaBackend::Device;
+
+// The tensors of a llama model in pool order: token_embd, output_norm, output (absent when
+// tied), then per layer attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
+// ffn_up, ffn_down. dtype is f32 for norms; matrices get `matrix_dtype(name)`.
+template <class DtypeOf>
+std::vector<DeviceTensor> tensor_list(const ModelConfig& c, bool tied, DtypeOf matrix_dtype) {
+  const LlamaTensorShapes sh(c);
+  std::vector<DeviceTensor> t;
+  auto add = [&](const std::string& name, const std::vector<uint64_t>& ne, bool norm) {
+    DeviceTensor d;
+    d.name = name;
+    d.ne = ne;
+    d.norm = norm;
+    d.dtype = norm ? DType::f32 : matrix_dtype(name);
+    t.push_back(std::move(d));
+  };
+  add("token_embd.weight", sh.embd, false);
+  add("output_norm.weight", sh.norm, true);
+  if (!tied) add("output.weight", sh.embd, false);
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = layer_prefix(il);
+    add(p + "attn_norm.weight", sh.norm, true);
+    add(p + "attn_q.weight", sh.wq, false);
+    add(p + "attn_k.weight", sh.wkv, false);
+    add(p + "attn_v.weight", sh.wkv, false);
+    add(p + "attn_output.weight", sh.wo, false);
+    add(p + "ffn_norm.weight", sh.norm, true);
+    add(p + "ffn_gate.weight", sh.w_up, false);
+    add(p + "ffn_up.weight", sh.w_up, false);
+    add(p + "ffn_down.weight", sh.w_down, false);
+  }
+  return t;
+}
+
+// Opens the device, plans and allocates the pool and the pinned staging buffer, and points the
+// weight/KV/activation fields into them. Weights are left for the caller to fill.
+std::unique_ptr<Device> open_device(const ModelConfig& c, const BackendShape& s,
+                                    std::vector<DeviceTensor> tensors, bool tied) {
+  std::string why;
+  if (!cuda::device_available(&why)) throw ModelError("no CUDA device: " + why);
+  int count = 0;
+  SPECCHAT_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (s.device < 0 || s.device >= count) {
+    throw ModelError("no CUDA device: device " + std::to_string(s.device) + " requested, " +
+                     std::to_string(count) + " present");
+  }
+  if (s.n_ctx > cuda::attention_max_keys(c.head_dim)) {
+    throw ModelError("n_ctx " + std::to_string(s.n_ctx) + " exceeds the CUDA attention kernel's limit of " +
+                     std::to_string(cuda::attention_max_keys(c.head_dim)) + " keys: use a smaller context");
+  }
+  auto d = std::make_unique<Device>();
+  d->device = s.device;
+  SPECCHAT_CUDA_CHECK(cudaSetDevice(s.device));
+  d->info = cuda::device_info(s.device);
+  SPECCHAT_CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+  d->blas = std::make_unique<cuda::Blas>();
+  d->blas->set_stream(d->stream);
+
+  const size_t B = static_cast<size_t>(std::max(1, s.max_batch));
+  const size_t dm = static_cast<size_t>(c.d_model), hd = static_cast<size_t>(c.head_dim);
+  const size_t nq = static_cast<size_t>(c.n_head) * hd, nkv = static_cast<size_t>(c.n_head_kv) * hd;
+  const size_t ff = static_cast<size_t>(c.d_ff), nv = static_cast<size_t>(c.n_vocab);
+  const size_t n_ctx = static_cast<size_t>(s.n_ctx), nl = static_cast<size_t>(c.n_layer);
+  d->tensors = std::move(tensors);
+  d->in_capacity = align_up(2 * B * sizeof(int32_t) + B * (n_ctx + B));
+  // The scratch for rounding a matmul's input to f16/bf16: the widest n_in of any matrix.
+  d->mm_scratch_bytes = cuda::matmul_scratch_bytes(DType::f16, static_cast<int>(B),
+                                                   static_cast<int>(std::max({dm, nq, ff})));
+
+  auto carve = [&](Carver& cv) {
+    d->weights_bytes = 0;
+    for (DeviceTensor& t : d->tensors) {
+      t.p = cv.take<void>(t.bytes());
+      d->weights_bytes += t.bytes();
+    }
+    const size_t kv_rows = nl * n_ctx * nkv;
+    d->k_cache = cv.take<float>(kv_rows * sizeof(float));
+    d->v_cache = cv.take<float>(kv_rows * sizeof(float));
+    d->kv_bytes = 2 * kv_rows * sizeof(float);
+    const size_t act0 = cv.used;
+    d->x = cv.take<float>(B * dm * sizeof(float));
+    d->xb = cv.take<float>(B * dm * sizeof(float));
+    d->q = cv.take<float>(B * nq * sizeof(float));
+    d->att = cv.take<float>(B * nq * sizeof(float));
+    d->gate = cv.take<float>(B * ff * sizeof(float));
+    d->up = cv.take<float>(B * ff * sizeof(float));
+    d->logits = cv.take<float>(B * nv * sizeof(float));
+    d->mm_scratch = cv.take<void>(d->mm_scratch_bytes);
+    d->in_buf = cv.take<void>(d->in_capacity);
+    d->path = cv.take<int32_t>(B * sizeof(int32_t));
+    d->activation_bytes = cv.used - act0;
+  };
+  Carver measure;
+  carve(measure);
+  d->pool_bytes = measure.used;
+  d->host_bytes = d->in_capacity + B * nv * sizeof(float);
+  size_t free_b = 0, total_b = 0;
+  cuda::mem_info(&free_b, &total_b);
+  if (d->pool_bytes > free_b) {
+    throw ModelError("not enough GPU memory on " + d->info.name + ": the model needs " + gib(d->pool_bytes) +
+                     " (weights " + gib(d->weights_bytes) + ", KV cache " + gib(d->kv_bytes) +
+                     ", activations " + gib(d->activation_bytes) + "), " + gib(free_b) + " free");
+  }
+  SPECCHAT_CUDA_CHECK(cudaMalloc(&d->pool, d->pool_bytes));
+  void* host = nullptr;
+  SPECCHAT_CUDA_CHECK(cudaMallocHost(&host, d->host_bytes));
+  d->host = static_cast<char*>(host);
+  Carver cut;
+  cut.base = static_cast<char*>(d->pool);
+  carve(cut);
+  // Zeroed like the host cache, so a slot read before it is written gives the same (zero) rows.
+  SPECCHAT_CUDA_CHECK(cudaMemsetAsync(d->k_cache, 0, d->kv_bytes / 2, d->stream));
+  SPECCHAT_CUDA_CHECK(cudaMemsetAsync(d->v_cache, 0, d->kv_bytes / 2, d->stream));
+
+  // Index the tensors by role.
+  size_t i = 0;
+  d->tok_embd = &d->tensors[i++];
+  d->output_norm = &d->tensors[i++];
+  d->output = tied ? d->tok_embd : &d->tensors[i++];
+  for (int il = 0; il < c.n_layer; ++il) {
+    Device::Layer l{};
+    l.attn_norm = &d->tensors[i++];
+    l.wq = &d->tensors[i++];
+    l.wk = &d->tensors[i++];
+    l.wv = &d->tensors[i++];
+    l.wo = &d->tensors[i++];
+    l.ffn_norm = &d->tensors[i++];
+    l.w_gate = &d->tensors[i++];
+    l.w_up = &d->tensors[i++];
+    l.w_down = &d->tensors[i++];
+    d->layers.push_back(l);
+  }
+  return d;
+}
+
+// Uploads one GGUF tensor into its pool region: F16/BF16 bytes as they are; F32/Q8_0 matrices
+// dequantized and rounded to F16 on the host (nearest even); norms as f32.
+void upload(const GgufTensorInfo& src, const DeviceTensor& dst) {
+  const uint64_t n = src.n_elements();
+  if ((src.type == GgmlType::f16 && dst.dtype == DType::f16) ||
+      (src.type == GgmlType::bf16 && dst.dtype == DType::bf16) ||
+      (src.type == GgmlType::f32 && dst.dtype == DType::f32)) {
+    SPECCHAT_CUDA_CHECK(cudaMemcpy(dst.p, src.data, dst.bytes(), cudaMemcpyHostToDevice));
+    return;
+  }
+  std::vector<float> f(n);
+  dequantize_to_f32(src.type, src.data, f.data(), n);
+  if (dst.dtype == DType::f32) {
+    SPECCHAT_CUDA_CHECK(cudaMemcpy(dst.p, f.data(), dst.bytes(), cudaMemcpyHostToDevice));
+    return;
+  }
+  std::vector<uint16_t> h(n);
+  cpu::convert_from_f32(f.data(), h.data(), dst.dtype, static_cast<int64_t>(n));
+  SPECCHAT_CUDA_CHECK(cudaMemcpy(dst.p, h.data(), dst.bytes(), cudaMemcpyHostToDevice));
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const ModelConfig& c, const BackendShape& s, std::unique_ptr<Device> dev)
+    : cfg_(c), shape_(s), d_(std::move(dev)) {}
+
+CudaBackend::~CudaBackend() = default;
+
+std::string CudaBackend::device_name() const {
+  const cuda::DeviceInfo& i = d_->info;
+  return i.name + " (sm_" + std::to_string(i.cc_major) + std::to_string(i.cc_minor) + ", " + gib(i.total_bytes) + ")";
+}
+
+size_t CudaBackend::bytes() const { return d_->kv_bytes; }
+
+MemoryInfo CudaBackend::memory(const KvCache&) const {
+  MemoryInfo m;
+  m.on_device = true;
+  m.weights_bytes = d_->weights_bytes;
+  m.kv_bytes = d_->kv_bytes;
+  m.activation_bytes = d_->activation_bytes;
+  // The live panel polls this: a failed query reports 0 rather than failing the caller.
+  try {
+    SPECCHAT_CUDA_CHECK(cudaSetDevice(d_->device));
+    size_t free_b = 0, total_b = 0;
+    cuda::mem_info(&free_b, &total_b);
+    m.device_total_bytes = total_b;
+    m.device_used_bytes = total_b - free_b;
+  } catch (const cuda::CudaError&) {
+  }
+  return m;
+}
+
+std::span<const float> CudaBackend::forward(const ForwardArgs& a, KvCache&) {
+  Device& d = *d_;
+  const ModelConfig& c = cfg_;
+  const int n = static_cast<int>(a.tokens.size());
+  const int n_out = static_cast<int>(a.out_rows.size());
+  const int dm = c.d_model, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
+  const int ff = c.d_ff, nv = c.n_vocab;
+  const size_t layer_stride = static_cast<size_t>(shape_.n_ctx) * nkv;
+  try {
+    SPECCHAT_CUDA_CHECK(cudaSetDevice(d.device));
+    cudaStream_t st = d.stream;
+    // Inputs: ids, pos and the mask packed in the pinned buffer, one copy up.
+    const size_t mask_bytes = static_cast<size_t>(n) * static_cast<size_t>(a.n_masked);
+    const size_t in_bytes = 2 * static_cast<size_t>(n) * sizeof(int32_t) + mask_bytes;
+    int32_t* h_ids = reinterpret_cast<int32_t*>(d.host);
+    std::memcpy(h_ids, a.tokens.data(), static_cast<size_t>(n) * sizeof(int32_t));
+    std::memcpy(h_ids + n, a.pos.data(), static_cast<size_t>(n) * sizeof(int32_t));
+    std::memcpy(reinterpret_cast<uint8_t*>(h_ids + 2 * n), a.visible, mask_bytes);
+    SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(d.in_buf, d.host, in_bytes, cudaMemcpyHostToDevice, st));
+    const int32_t* ids = static_cast<const int32_t*>(d.in_buf);
+    const int32_t* pos = ids + n;
+    const uint8_t* vis = reinterpret_cast<const uint8_t*>(ids + 2 * n);
+
+    auto mm = [&](const float* x, const DeviceTensor* w, float* y, int rows, int n_in, int n_o) {
+      cuda::matmul(*d.blas, x, w->p, w->dtype, y, rows, n_in, n_o, d.mm_scratch, d.mm_scratch_bytes, st);
+    };
+    cuda::embedding_gather(d.tok_embd->p, d.tok_embd->dtype, ids, d.x, n, dm, st);
+    for (int il = 0; il < c.n_layer; ++il) {
+      const Device::Layer& l = d.layers[static_cast<size_t>(il)];
+      float* kl = d.k_cache + static_cast<size_t>(il) * layer_stride;
+      float* vl = d.v_cache + static_cast<size_t>(il) * layer_stride;
+      float* kc = kl + static_cast<size_t>(a.kv_pos0) * nkv;  // the batch's rows, contiguous
+      float* vc = vl + static_cast<size_t>(a.kv_pos0) * nkv;
+      cuda::rmsnorm(d.x, static_cast<const float*>(l.attn_norm->p), d.xb, n, dm, c.norm_eps, st);
+      mm(d.xb, l.wq, d.q, n, dm, nq);
+      mm(d.xb, l.wk, kc, n, dm, nkv);
+      mm(d.xb, l.wv, vc, n, dm, nkv);
+      cuda::rope(d.q, pos, n, c.n_head, hd, c.rope_theta, st);
+      cuda::rope(kc, pos, n, c.n_head_kv, hd, c.rope_theta, st);
+      cuda::AttentionArgs at{};
+      at.q = d.q;
+      at.k_cache = kl;
+      at.v_cache = vl;
+      at.kv_stride = nkv;
+      at.kv_pos0 = a.kv_pos0;
+      at.n_prefix = a.n_prefix;
+      at.n_tokens = n;
+      at.n_head = c.n_head;
+      at.n_head_kv = c.n_head_kv;
+      at.head_dim = hd;
+      at.visible = vis;
+      at.out = d.att;
+      at.scratch = nullptr;
+      cuda::attention(at, st);
+      mm(d.att, l.wo, d.xb, n, nq, dm);
+      cuda::add_inplace(d.x, d.xb, static_cast<int64_t>(n) * dm, st);
+      cuda::rmsnorm(d.x, static_cast<const float*>(l.ffn_norm->p), d.xb, n, dm, c.norm_eps, st);
+      mm(d.xb, l.w_gate, d.gate, n, dm, ff);
+      mm(d.xb, l.w_up, d.up, n, dm, ff);
+      cuda::swiglu(d.gate, d.up, d.gate, static_cast<int64_t>(n) * ff, st);
+      mm(d.gate, l.w_down, d.xb, n, ff, dm);
+      cuda::add_inplace(d.x, d.xb, static_cast<int64_t>(n) * dm, st);
+    }
+    // Final norm and output projection only for the requested rows; a contiguous run of rows
+    // (the usual case: all rows, or the last) is one launch.
+    float* h_logits = d.host_logits();
+    if (n_out > 0) {
+      const float* onorm = static_cast<const float*>(d.output_norm->p);
+      bool contiguous = true;
+      for (int j = 1; j < n_out; ++j) contiguous = contiguous && a.out_rows[j] == a.out_rows[0] + j;
+      if (contiguous) {
+        cuda::rmsnorm(d.x + static_cast<size_t>(a.out_rows[0]) * dm, onorm, d.xb, n_out, dm, c.norm_eps, st);
+      } else {
+        for (int j = 0; j < n_out; ++j) {
+          cuda::rmsnorm(d.x + static_cast<size_t>(a.out_rows[j]) * dm, onorm,
+                        d.xb + static_cast<size_t>(j) * dm, 1, dm, c.norm_eps, st);
+        }
+      }
+      mm(d.xb, d.output, d.logits, n_out, dm, nv);
+      SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(h_logits, d.logits, static_cast<size_t>(n_out) * nv * sizeof(float),
+                                          cudaMemcpyDeviceToHost, st));
+    }
+    // Also guards the pinned staging buffer: the next forward may overwrite it.
+    SPECCHAT_CUDA_CHECK(cudaStreamSynchronize(st));
+    return {h_logits, static_cast<size_t>(n_out) * nv};
+  } catch (const cuda::CudaError& e) {
+    throw BackendError(std::string("CUDA forward failed: ") + e.what());
+  }
+}
+
+void CudaBackend::compact(std::span<const int32_t> src_slots, int dst0) {
+  Device& d = *d_;
+  const int nkv = cfg_.n_head_kv * cfg_.head_dim;
+  const int64_t layer_stride = static_cast<int64_t>(shape_.n_ctx) * nkv;
+  const int n = static_cast<int>(src_slots.size());
+  cpu::check_kv_path(src_slots.data(), n, dst0);
+  const int B = std::max(1, shape_.max_batch);
+  try {
+    SPECCHAT_CUDA_CHECK(cudaSetDevice(d.device));
+    // Chunks of max_batch applied in order are the same as one in-order pass.
+    for (int c0 = 0; c0 < n; c0 += B) {
+      const int m = std::min(B, n - c0);
+      std::memcpy(d.host, src_slots.data() + c0, static_cast<size_t>(m) * sizeof(int32_t));
+      SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(d.path, d.host, static_cast<size_t>(m) * sizeof(int32_t),
+                                          cudaMemcpyHostToDevice, d.stream));
+      cuda::kv_compact(d.k_cache, cfg_.n_layer, layer_stride, nkv, nkv, d.path, m, dst0 + c0, d.stream);
+      cuda::kv_compact(d.v_cache, cfg_.n_layer, layer_stride, nkv, nkv, d.path, m, dst0 + c0, d.stream);
+      SPECCHAT_CUDA_CHECK(cudaStreamSynchronize(d.stream));  // before the staging is reused
+    }
+  } catch (const cuda::CudaError& e) {
+    throw BackendError(std::string("CUDA KV compaction failed: ") + e.what());
+  }
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const GgufFile& f, const ModelConfig& c, const BackendShape& s) {
+  const bool tied = f.tensor("output.weight") == nullptr;
+  // Matrices keep F16/BF16; anything else (F32, Q8_0) becomes F16 (halves memory and reads
+  // per token; the bundled models are F16 already).
+  auto dtype_of = [&](const std::string& name) {
+    const GgufTensorInfo* t = f.tensor(name);
+    if (t && t->type == GgmlType::bf16) return DType::bf16;
+    return DType::f16;
+  };
+  std::vector<DeviceTensor> list = tensor_list(c, tied, dtype_of);
+  // Shapes first (GgufError names the tensor), before any device memory is taken.
+  std::vector<const GgufTensorInfo*> src;
+  try {
+    for (const DeviceTensor& t : list) src.push_back(&f.require_tensor(t.name, t.ne));
+  } catch (const GgufError& e) {
+    throw ModelError(std::string(e.what()));
+  }
+  try {
+    std::unique_ptr<Device> d = open_device(c, s, std::move(list), tied);
+    for (size_t i = 0; i < d->tensors.size(); ++i) upload(*src[i], d->tensors[i]);
+    SPECCHAT_CUDA_CHECK(cudaStreamSynchronize(d->stream));
+    return std::make_unique<CudaBackend>(c, s, std::move(d));
+  } catch (const cuda::CudaError& e) {
+    throw BackendError(std::string("CUDA load failed: ") + e.what());
+  }
+}
+
+std::unique_ptr<Backend> make_cuda_backend_random(const ModelConfig& c, const BackendShape& s, uint64_t seed) {
+  std::vector<DeviceTensor> list = tensor_list(c, false, [](const std::string&) { return DType::f16; });
+  try {
+    std::unique_ptr<Device> d = open_device(c, s, std::move(list), false);
+    const std::vector<float> ones(static_cast<size_t>(c.d_model), 1.0f);
+    for (size_t i = 0; i < d->tensors.size(); ++i) {
+      const DeviceTensor& t = d->tensors[i];
+      if (t.norm) {
+        SPECCHAT_CUDA_CHECK(cudaMemcpy(t.p, ones.data(), t.bytes(), cudaMemcpyHostToDevice));
+        continue;
+      }
+      // Same values as make_cpu_backend_random (the CPU twin of random_fill is bit-identical).
+      cuda::random_fill(t.p, t.dtype, static_cast<int64_t>(t.n_elements()), random_tensor_seed(seed, i),
+                        random_tensor_amplitude(t.ne[0]), d->stream);
+    }
+    SPECCHAT_CUDA_CHECK(cudaStreamSynchronize(d->stream));
+    return std::make_unique<CudaBackend>(c, s, std::move(d));
+  } catch (const cuda::CudaError& e) {
+    throw BackendError(std::string("CUDA load failed: ") + e.what());
+  }
+}
+
+}  // namespace specchat

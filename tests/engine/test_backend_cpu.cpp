@@ -1,0 +1,191 @@
+// The Backend seam on the CPU: the refactored CPU backend against the reference logits, memory
+// accounting, random models, and a clear refusal of the CUDA backend where there is no GPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+#include "engine/backend.h"
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "model_fixture.h"
+
+using namespace specchat;
+
+namespace {
+
+double max_abs_diff(std::span<const float> a, std::span<const float> b) {
+  double m = 0;
+  for (size_t i = 0; i < b.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.n_vocab = 97;
+  c.d_model = 48;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 12;
+  c.d_ff = 70;
+  c.n_ctx_train = 40;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("backend names parse and unknown ones are refused", "[unit][backend]") {
+  CHECK(parse_backend("cpu") == BackendKind::cpu);
+  CHECK(parse_backend("cuda") == BackendKind::cuda);
+  CHECK(std::string(backend_name(BackendKind::cuda)) == "cuda");
+  CHECK_THROWS_AS(parse_backend("gpu"), std::invalid_argument);
+}
+
+TEST_CASE("the CPU backend chosen explicitly matches the reference logits", "[model][backend]") {
+  // Same check as test_forward's, through Options::backend = cpu and a small max_batch (the
+  // reference prompts are then prefilled by sync_cache in several chunks).
+  std::ifstream in(test::test_data("reference_logits.json"));
+  REQUIRE(in.good());
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  const double tol = ref.at("tolerance").get<double>();
+  LlamaModel::Options o;
+  o.backend = BackendKind::cpu;
+  o.max_batch = 4;
+  auto m = LlamaModel::load(test::target_model(), o);
+  REQUIRE(m->backend_kind() == BackendKind::cpu);
+  const size_t nv = static_cast<size_t>(m->config().n_vocab);
+  int checked = 0;
+  for (const auto& c : ref.at("cases")) {
+    if (!c.contains("target")) continue;
+    const auto ids = c.at("ids").get<std::vector<int32_t>>();
+    const auto positions = c.at("positions").get<std::vector<int>>();
+    for (size_t j = 0; j < positions.size(); ++j) {
+      const int upto = positions[j] + 1;
+      m->kv().truncate(0);
+      const auto logits = m->sync_cache(ids, upto, true);
+      const auto want = c.at("target").at(j).get<std::vector<float>>();
+      REQUIRE(logits.size() == nv);
+      INFO("position " << positions[j]);
+      CHECK(max_abs_diff(logits, want) <= tol);
+      ++checked;
+    }
+  }
+  CHECK(checked > 0);
+}
+
+TEST_CASE("memory accounting on the CPU counts f32 weights, the KV cache and scratch", "[model][backend]") {
+  LlamaModel::Options o;
+  o.n_ctx = 64;
+  o.max_batch = 16;
+  auto m = LlamaModel::load(test::target_model(), o);
+  const GgufFile f = GgufFile::open(test::target_model());
+  size_t elements = 0;
+  for (const GgufTensorInfo& t : f.tensors()) elements += t.n_elements();
+  if (!f.tensor("output.weight")) elements += f.tensor("token_embd.weight")->n_elements();  // tied: a copy
+  const ModelConfig& c = m->config();
+  const MemoryInfo mi = m->memory();
+  CHECK_FALSE(mi.on_device);
+  CHECK(mi.weights_bytes == elements * sizeof(float));
+  CHECK(mi.kv_bytes == size_t{2} * c.n_layer * 64 * c.n_head_kv * c.head_dim * sizeof(float));
+  // At least the logits [max_batch, n_vocab] and the mask [max_batch, n_ctx] are scratch.
+  CHECK(mi.activation_bytes >= size_t{16} * c.n_vocab * sizeof(float) + size_t{16} * 64);
+  CHECK(mi.device_used_bytes == 0);
+  CHECK(mi.device_total_bytes == 0);
+  CHECK(m->weight_bytes() == mi.weights_bytes);
+}
+
+TEST_CASE("a random model is deterministic in its seed and runs trees like chains", "[unit][backend]") {
+  LlamaModel::Options o;
+  o.max_batch = 8;
+  auto a = LlamaModel::random(small_config(), o, 7);
+  auto b = LlamaModel::random(small_config(), o, 7);
+  auto c = LlamaModel::random(small_config(), o, 8);
+  REQUIRE(a->vocab().size() == 97);
+  CHECK(a->vocab().bos_id == 1);
+  CHECK(a->n_ctx() == 40);
+  const std::vector<int32_t> ids = {1, 50, 7, 96, 33};
+  const auto la = a->forward(Batch::chain(ids, 0, true));
+  const std::vector<float> va(la.begin(), la.end());
+  const auto lb = b->forward(Batch::chain(ids, 0, true));
+  CHECK(max_abs_diff(lb, va) == 0.0);
+  const auto lc = c->forward(Batch::chain(ids, 0, true));
+  CHECK(max_abs_diff(lc, va) > 1e-3);
+  for (float x : va) REQUIRE(std::isfinite(x));
+  // Tree over the first 3 tokens: nodes {96 (child of prefix), 33 (child of node 0), 8 (child
+  // of the prefix)}: node 1's logits equal the chain's last row.
+  a->kv().truncate(0);
+  a->forward(Batch::chain(std::span(ids).first(3), 0, false));
+  a->kv().commit(std::span(ids).first(3));
+  Batch t;
+  t.tokens = {96, 33, 8};
+  t.parent = {-1, 0, -1};
+  t.pos = {3, 4, 3};
+  t.kv_pos0 = 3;
+  t.out_rows = {1};
+  const auto lt = a->forward(t);
+  const size_t nv = 97;
+  CHECK(max_abs_diff(lt, std::span<const float>(va).subspan(4 * nv, nv)) < 1e-4);
+}
+
+TEST_CASE("a random model refuses an inconsistent config", "[unit][backend]") {
+  ModelConfig c = small_config();
+  c.n_head_kv = 3;  // does not divide n_head
+  CHECK_THROWS_AS(LlamaModel::random(c, LlamaModel::Options{}, 1), ModelError);
+  c = small_config();
+  c.d_model = 50;  // not n_head * head_dim
+  CHECK_THROWS_AS(LlamaModel::random(c, LlamaModel::Options{}, 1), ModelError);
+}
+
+TEST_CASE("the CUDA backend without a device is refused with a clear ModelError", "[model][backend]") {
+  LlamaModel::Options o;
+  o.backend = BackendKind::cuda;
+  try {
+    auto m = LlamaModel::load(test::target_model(), o);
+    // A GPU is present (CUDA build): then the model really lives there.
+    CHECK(cuda_backend_compiled());
+    CHECK(m->backend_kind() == BackendKind::cuda);
+    CHECK(m->memory().on_device);
+  } catch (const ModelError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).rfind("no CUDA device: ", 0) == 0);
+  }
+  if (!cuda_backend_compiled()) {
+    CHECK_THROWS_AS(LlamaModel::random(small_config(), o, 1), ModelError);
+  }
+}
+
+TEST_CASE("specchat-cli --backend cuda without a device fails cleanly with a reason", "[model][backend][cli]") {
+  const test::CliResult r = test::run_cli({"generate", "--json", "-n", "2", "--draft", "none", "--backend", "cuda",
+                                           "--prompt", "Once upon a time"});
+  INFO(r.describe());
+  REQUIRE(r.exited_cleanly());
+  REQUIRE(r.json_ok);
+  if (r.exit_code == 0) {  // a GPU is present: the memory report says where the model is
+    CHECK(r.json.at("memory").at("backend") == "cuda");
+    CHECK(r.json.at("memory").at("device_total_bytes").get<double>() > 0);
+  } else {
+    CHECK(r.exit_code == 1);
+    CHECK(r.json.at("error").at("kind") == "no_cuda_device");
+    CHECK(r.json.at("error").at("message").get<std::string>().find("no CUDA device") != std::string::npos);
+  }
+}
+
+TEST_CASE("specchat-cli --json reports memory per component", "[model][backend][cli]") {
+  const test::CliResult r = test::run_cli({"generate", "--json", "-n", "2", "--ctx", "128", "--prompt", "Once"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.json_ok);
+  const auto& m = r.json.at("memory");
+  CHECK(m.at("backend") == "cpu");
+  CHECK(m.at("device") == "CPU");
+  CHECK(m.at("weights_bytes").get<double>() > 1e6);
+  // Bundled target: 6 layers, 4 KV heads of 40, 128 slots, K and V, f32.
+  CHECK(m.at("kv_bytes").get<double>() == 2.0 * 6 * 128 * 4 * 40 * 4);
+  CHECK(m.at("activation_bytes").get<double>() > 0);
+  CHECK(m.at("device_used_bytes").get<double>() == 0);
+  REQUIRE(m.contains("draft"));
+  CHECK(m.at("draft").at("weights_bytes").get<double>() > 0);
+}
