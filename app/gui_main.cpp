@@ -24,6 +24,8 @@ struct Options {
   specchat::ui::AppSettings app;  // saved settings with the command line's overrides applied
   QString database;
   QString settings_file;          // empty = the platform's default QSettings location
+  specchat::BackendKind backend = specchat::BackendKind::cpu;        // target
+  specchat::BackendKind draft_backend = specchat::BackendKind::cpu;  // draft
 };
 
 // Reads the command line over the saved settings (options given on the command line win for
@@ -61,10 +63,25 @@ std::optional<Options> parse(const QApplication& app, QString& o_error) {
   const QCommandLineOption settings_file(QStringLiteral("settings"),
                                          QStringLiteral("Settings file (INI). Default: the platform's location."),
                                          QStringLiteral("path"));
-  p.addOptions({model, draft, no_draft, db, draft_k, max_tokens, temperature, seed, settings_file});
+  const QCommandLineOption backend(QStringLiteral("backend"),
+                                   QStringLiteral("Where the target runs: cpu (default) or cuda (a GPU, CUDA builds)."),
+                                   QStringLiteral("cpu|cuda"), QStringLiteral("cpu"));
+  const QCommandLineOption draft_backend(QStringLiteral("draft-backend"),
+                                         QStringLiteral("Where the draft runs: cpu (default) or cuda."),
+                                         QStringLiteral("cpu|cuda"), QStringLiteral("cpu"));
+  p.addOptions({model, draft, no_draft, db, draft_k, max_tokens, temperature, seed, settings_file, backend,
+                draft_backend});
   p.process(app);
 
   Options o;
+  for (const auto& [opt, out] : {std::pair{&backend, &o.backend}, std::pair{&draft_backend, &o.draft_backend}}) {
+    const QString v = p.value(*opt);
+    if (v != QLatin1String("cpu") && v != QLatin1String("cuda")) {
+      o_error = QStringLiteral("invalid value for --%1 (cpu or cuda)").arg(opt->names().constLast());
+      return std::nullopt;
+    }
+    *out = v == QLatin1String("cuda") ? specchat::BackendKind::cuda : specchat::BackendKind::cpu;
+  }
   o.settings_file = p.value(settings_file);
   o.app = specchat::ui::load_settings(o.settings_file);
   specchat::ui::GenerationSettings& g = o.app.generation;
@@ -144,6 +161,7 @@ int main(int argc, char** argv) {
                    &specchat::ui::ChatController::saveCompareRun);
   window.show();
   // Load in the background while the window comes up; the first Send waits for it.
+  engine.worker()->setBackends(opt.backend, opt.draft_backend);
   engine.loadModels(opt.app.target_path, opt.app.draft_path);
   return app.exec();
 }

@@ -103,6 +103,8 @@ void EngineWorker::loadModels(const QString& target, const QString& draft) {
   options_ = PairOptions{};
   options_.target_path = target.toStdString();
   options_.draft_path = draft.toStdString();
+  options_.backend = static_cast<BackendKind>(target_backend_.load());
+  options_.draft_backend = static_cast<BackendKind>(draft_backend_.load());
   unload();
   QString error;
   ensureLoaded(&error);

@@ -47,6 +47,12 @@ class EngineWorker : public QObject {
   // no draft model. Emits modelsLoading, then modelsLoaded or errorOccurred (the message names
   // the file and what is wrong: missing file, bad GGUF, vocabulary mismatch).
   void loadModels(const QString& target, const QString& draft);
+  // Thread-safe. Where the next loadModels puts the target and the draft (default: CPU). CUDA
+  // without a device (or in a CPU-only build) makes that load fail with a clear error.
+  void setBackends(BackendKind target, BackendKind draft) {
+    target_backend_.store(static_cast<int>(target));
+    draft_backend_.store(static_cast<int>(draft));
+  }
   // Generates one reply. Loads the last requested pair first when none is loaded (lazy start,
   // and a retry after a failed load). Emits tokenGenerated per token, then generationFinished.
   void generate(const specchat::ui::GenerateJob& job);
@@ -88,6 +94,8 @@ class EngineWorker : public QObject {
   void fillMemory(LiveStats& live) const;  // RSS, KV bytes, VRAM, device name
 
   PairOptions options_;               // last requested pair
+  std::atomic<int> target_backend_{static_cast<int>(BackendKind::cpu)};
+  std::atomic<int> draft_backend_{static_cast<int>(BackendKind::cpu)};
   std::unique_ptr<ModelPair> pair_;   // heap: the generator keeps references into it
   std::unique_ptr<Generator> generator_;
   std::atomic<bool> loaded_{false};

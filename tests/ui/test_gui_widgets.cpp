@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "test_paths.h"
 #include "tests/ui/gui_test_util.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_model.h"
@@ -203,4 +204,27 @@ TEST_CASE("gui: the engine host runs the worker on its own thread and deletes it
     CHECK(worker->thread()->isRunning());
   }
   CHECK(worker.isNull());
+}
+
+TEST_CASE("gui: the CUDA backend without a usable GPU is an error in the window, not a crash", "[gui][model]") {
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+  EngineHost engine;
+  ChatController controller(engine.worker(), dir.filePath(QStringLiteral("chat.sqlite")));
+  MainWindow window(&controller);
+  window.show();
+  engine.worker()->setBackends(specchat::BackendKind::cuda, specchat::BackendKind::cpu);
+  engine.loadModels(QString::fromStdString(specchat::test::target_model()), QString());
+  REQUIRE(wait_until([&] { return controller.statusIsError() || engine.worker()->hasModels(); }, 60000));
+  if (engine.worker()->hasModels()) {
+    SUCCEED("a CUDA device is present: the target loaded on it");
+    return;
+  }
+  INFO("status: " << controller.statusText().toStdString());
+  CHECK(controller.statusText().contains(QStringLiteral("CUDA")));
+  // Back on the CPU, the same window loads and works.
+  engine.worker()->setBackends(specchat::BackendKind::cpu, specchat::BackendKind::cpu);
+  engine.loadModels(QString::fromStdString(specchat::test::target_model()), QString());
+  REQUIRE(wait_until([&] { return engine.worker()->hasModels(); }, 60000));
+  CHECK_FALSE(controller.statusIsError());
 }
