@@ -112,6 +112,14 @@ QString ChatView::tokenToolTipAt(int pos) const {
   return c.charFormat().toolTip();
 }
 
+int ChatView::rowAtPosition(int pos) const {
+  if (pos < 0 || starts_.empty()) return -1;
+  // starts_[r] is where row r (its header, then its text) begins; rows follow each other.
+  return static_cast<int>(std::upper_bound(starts_.begin(), starts_.end(), pos) - starts_.begin()) - 1;
+}
+
+int ChatView::rowAt(const QPoint& p) const { return rowAtPosition(cursorForPosition(p).position()); }
+
 bool ChatView::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip) {
     auto* help = static_cast<QHelpEvent*>(e);

@@ -36,6 +36,10 @@ class ChatView : public QTextBrowser {
   QAction* showDraftsAction() const { return show_drafts_action_; }
   // The text-format tooltip of the token at document position `pos` (empty when none).
   QString tokenToolTipAt(int pos) const;
+  // The model row shown at document position `pos` (its header or its text); -1 when none.
+  int rowAtPosition(int pos) const;
+  // The model row under viewport point `p` (e.g. a context-menu position); -1 when none.
+  int rowAt(const QPoint& p) const;
   // Background a drafted token is drawn with (derived from the palette).
   QColor draftBackground() const;
 
@@ -54,7 +58,7 @@ class ChatView : public QTextBrowser {
   void onDataChanged(int first, int last);
 
   QPointer<ChatModel> model_;
-  std::vector<int> starts_;   // [n_rows] document position where each row's text begins
+  std::vector<int> starts_;   // [n_rows] document position where each row (header, then text) begins
   QString tail_text_;         // text rendered for the last row (streaming fast path)
   int tail_pieces_ = 0;       // pieces rendered for the last row (-1: rendered as plain text)
   bool show_drafts_ = true;

@@ -237,9 +237,10 @@ void MainWindow::copyMessage(int row) {
 }
 
 void MainWindow::showChatMenu(const QPoint& pos) {
-  // ChatView has no "row at point" yet, so the menu offers the selection, the last message and
-  // the last reply rather than "this message".
   QMenu menu(this);
+  const int row = view_->rowAt(pos);
+  QAction* copy_this = menu.addAction(tr("Copy this message"));
+  copy_this->setEnabled(row >= 0);
   QAction* copy_sel = menu.addAction(tr("Copy selection"));
   copy_sel->setEnabled(view_->textCursor().hasSelection());
   QAction* copy_last = menu.addAction(tr("Copy last message"));
@@ -248,6 +249,7 @@ void MainWindow::showChatMenu(const QPoint& pos) {
   QAction* regen = menu.addAction(tr("Regenerate last reply"));
   regen->setEnabled(!controller_->isBusy());
   QAction* chosen = menu.exec(view_->viewport()->mapToGlobal(pos));
+  if (chosen == copy_this) copyMessage(row);
   if (chosen == copy_sel) view_->copy();
   if (chosen == copy_last) copyMessage(-1);
   if (chosen == copy_all) QApplication::clipboard()->setText(view_->toPlainText());

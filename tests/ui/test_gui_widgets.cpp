@@ -105,6 +105,13 @@ TEST_CASE("gui: chat view follows the model", "[gui][unit]") {
   m.finishReply(row, QStringLiteral("Once upon a"), st, QStringLiteral("length"));
   CHECK(v.toPlainText() ==
         QStringLiteral("You\nline one\nline two\nAssistant\nOnce upon a\n") + format_stats(st));
+  // Copy "this message": a position in a row's header or text maps to that row.
+  const QString plain = v.toPlainText();
+  CHECK(v.rowAtPosition(static_cast<int>(plain.indexOf(QStringLiteral("You")))) == 0);
+  CHECK(v.rowAtPosition(static_cast<int>(plain.indexOf(QStringLiteral("line two"))) + 2) == 0);
+  CHECK(v.rowAtPosition(static_cast<int>(plain.indexOf(QStringLiteral("Assistant"))) + 1) == 1);
+  CHECK(v.rowAtPosition(static_cast<int>(plain.indexOf(QStringLiteral("upon")))) == 1);
+  CHECK(v.rowAtPosition(-1) == -1);
   m.removeAt(row);
   CHECK(v.toPlainText() == QStringLiteral("You\nline one\nline two"));
   m.clear();
