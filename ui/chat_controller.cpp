@@ -91,13 +91,22 @@ ChatController::~ChatController() {
 
 void ChatController::applyOpen(const StorageOpenResult& r) {
   persistent_ = r.ok;
-  if (!r.status.isEmpty()) setStatus(r.status, r.status_is_error);
+  // Kept for the whole session: the "Ready" line after a model load must not hide that
+  // conversations are not being saved, or that a corrupt file was moved aside.
+  storage_notice_ = r.status;
+  storage_notice_is_error_ = r.status_is_error || !r.ok;
+  if (!r.ok && storage_notice_.isEmpty()) storage_notice_ = tr("Conversations are not saved.");
+  if (!storage_notice_.isEmpty()) setStatus(storage_notice_, storage_notice_is_error_);
   if (!r.ok) return;
   conversations_.setConversations(r.conversations);
   showConversation(r.current, r.messages);
 }
 
 void ChatController::showConversation(const Conversation& c, const std::vector<Message>& messages) {
+  if (context_notice_ && !ready_text_.isEmpty()) {
+    setStatus(ready_text_, storage_notice_is_error_);  // the notice was about the other conversation
+  }
+  context_notice_ = false;
   conversation_id_ = c.id;
   loading_id_ = 0;
   error_row_ = -1;
@@ -227,6 +236,8 @@ void ChatController::abandonReply() {
 
 void ChatController::newConversation() {
   abandonReply();
+  if (context_notice_ && !ready_text_.isEmpty()) setStatus(ready_text_, storage_notice_is_error_);
+  context_notice_ = false;
   Conversation c;
   c.title = kNewTitle;
   if (persistent_) {
@@ -366,6 +377,7 @@ void ChatController::setStats(const QString& text) {
 }
 
 void ChatController::setStatus(const QString& text, bool error) {
+  context_notice_ = false;  // whoever sets the status next replaces the notice
   status_text_ = text;
   status_error_ = error;
   Q_EMIT statusChanged(text, error);
@@ -385,9 +397,10 @@ void ChatController::onModelsLoaded(const ModelInfo& info) {
   if (!info.draft_path.isEmpty()) text += tr(" + draft %1").arg(QFileInfo(info.draft_path).fileName());
   text += tr(" \u00b7 %1 context tokens").arg(info.n_ctx);
   if (!info.warnings.isEmpty()) text += tr(" \u00b7 %n vocabulary warning(s)", "", int(info.warnings.size()));
+  if (!storage_notice_.isEmpty()) text += QStringLiteral(" \u00b7 ") + storage_notice_;
   ready_text_ = text;
   engine_error_ = false;
-  setStatus(text, false);
+  setStatus(text, storage_notice_is_error_);
   // The models table: path, size, SHA-256 (hashed on the storage thread), architecture.
   if (persistent_) {
     post([t = info.target_path, d = info.draft_path](StorageWorker* w) {
@@ -466,8 +479,10 @@ void ChatController::onFinished(const GenerationSummary& s) {
     setStatus(tr("The oldest %n message(s) did not fit the model's context and were left out.", "",
                  s.n_dropped_messages),
               false);
+    context_notice_ = true;
   } else if (engine_error_ && !ready_text_.isEmpty()) {
-    setStatus(ready_text_, false);  // the engine works again: the old error no longer applies
+    // The engine works again: the old error no longer applies (a storage problem still does).
+    setStatus(ready_text_, storage_notice_is_error_);
   }
   engine_error_ = false;
   const MessageStats stats = to_message_stats(s.stats, s.speculative);

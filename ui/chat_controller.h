@@ -171,6 +171,9 @@ class ChatController : public QObject {
   bool status_error_ = false;
   bool models_loaded_ = false;
   QString ready_text_;           // status once models are loaded
+  QString storage_notice_;       // what opening the database found (unsaved chat, file moved aside)
+  bool storage_notice_is_error_ = false;
+  bool context_notice_ = false;  // the status shows "oldest messages left out" for this conversation
   bool engine_error_ = false;    // the status shows an engine error, cleared by the next reply
 };
 

@@ -120,6 +120,11 @@ int ChatView::rowAtPosition(int pos) const {
 
 int ChatView::rowAt(const QPoint& p) const { return rowAtPosition(cursorForPosition(p).position()); }
 
+void ChatView::changeEvent(QEvent* e) {
+  QTextBrowser::changeEvent(e);
+  if (e->type() == QEvent::PaletteChange && model_) rebuild();
+}
+
 bool ChatView::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip) {
     auto* help = static_cast<QHelpEvent*>(e);

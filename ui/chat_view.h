@@ -48,6 +48,8 @@ class ChatView : public QTextBrowser {
 
  protected:
   bool event(QEvent* e) override;  // tooltips of the token under the mouse
+  // A theme change re-renders the conversation: its colours come from the palette.
+  void changeEvent(QEvent* e) override;
 
  private:
   void writePieces(QTextCursor& c, const QList<TokenPiece>& pieces, int from);

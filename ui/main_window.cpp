@@ -1,9 +1,9 @@
+#include "ui/file_dialogs.h"
 #include "ui/main_window.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QClipboard>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QFontMetrics>
 #include <QHBoxLayout>
@@ -218,15 +218,15 @@ void MainWindow::exportAs(ExportFormat format) {
   }
   QString name = controller_->title().simplified();
   name.replace(QRegularExpression(QStringLiteral("[^\\w\\- ]")), QStringLiteral("_"));
-  QString path = QFileDialog::getSaveFileName(this, tr("Export conversation"), name + suffix, filter);
+  QString path = save_file_name(this, tr("Export conversation"), name + suffix, filter);
   if (path.isEmpty()) return;
   if (QFileInfo(path).suffix().isEmpty()) path += suffix;
   controller_->exportConversation(format, path);
 }
 
 void MainWindow::importConversation() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Import conversation"), QString(),
-                                                    tr("SpecChat JSON (*.json);;All files (*)"));
+  const QString path = open_file_name(this, tr("Import conversation"), QString(),
+                                      tr("SpecChat JSON (*.json);;All files (*)"));
   if (!path.isEmpty()) controller_->importJson(path);
 }
 

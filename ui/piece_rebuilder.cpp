@@ -10,7 +10,7 @@ PieceRebuilder::PieceRebuilder(ChatModel* model, EngineWorker* worker, QObject* 
   connect(this, &PieceRebuilder::decodeRequested, worker, &EngineWorker::decodePieces, Qt::QueuedConnection);
   connect(worker, &EngineWorker::piecesDecoded, this, &PieceRebuilder::onDecoded, Qt::QueuedConnection);
   connect(worker, &EngineWorker::modelsLoaded, this, [this] {
-    asked_.clear();  // maybe another vocabulary now: ask again
+    failed_.clear();  // maybe another vocabulary now: ask again
     scan();
   }, Qt::QueuedConnection);
   connect(model, &QAbstractItemModel::modelReset, this, &PieceRebuilder::scan);
@@ -22,7 +22,7 @@ void PieceRebuilder::scan() {
   if (!model_) return;
   for (const ChatItem& it : model_->items()) {
     if (it.role != QLatin1String("assistant") || it.streaming || it.id <= 0 || !it.pieces.isEmpty() ||
-        it.token_ids.empty() || asked_.contains(it.id)) {
+        it.token_ids.empty() || asked_.contains(it.id) || failed_.contains(it.id)) {
       continue;
     }
     asked_.insert(it.id);
@@ -36,9 +36,10 @@ void PieceRebuilder::scan() {
 }
 
 void PieceRebuilder::onDecoded(const DecodedPieces& d) {
+  asked_.remove(d.message_id);  // a row reloaded later (conversation switch) asks again
   if (!model_) return;
   if (!d.ok) {
-    asked_.remove(d.message_id);  // retried after the next model load
+    failed_.insert(d.message_id);  // retried after the next model load
     return;
   }
   for (int row = 0; row < model_->rowCount(); ++row) {

@@ -31,7 +31,8 @@ class PieceRebuilder : public QObject {
  private:
   void onDecoded(const specchat::ui::DecodedPieces& d);
   QPointer<ChatModel> model_;
-  QSet<qint64> asked_;  // message ids with a request in flight or answered
+  QSet<qint64> asked_;   // message ids with a request in flight
+  QSet<qint64> failed_;  // message ids the loaded models cannot decode (until the next load)
 };
 
 }  // namespace specchat::ui

@@ -1,9 +1,9 @@
+#include "ui/file_dialogs.h"
 #include "ui/settings_dialog.h"
 
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
-#include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -47,7 +47,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
       draft_(new QLineEdit(current.draft_path)),
       drafter_(new QComboBox),
       tree_mode_(new QComboBox),
-      draft_k_(spin("draftKSpin", 1, 64, std::max(1, current.generation.draft_k))),
+      draft_k_(spin("draftKSpin", 1, 64, current.generation.draft_k > 0 ? current.generation.draft_k : GenerationSettings{}.draft_k)),
       node_budget_(spin("nodeBudgetSpin", 1, 1024, current.generation.node_budget)),
       depth_(spin("depthSpin", 1, 64, current.generation.tree_depth)),
       branch_(spin("branchSpin", 1, 16, current.generation.tree_branch)),
@@ -138,7 +138,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
 }
 
 void SettingsDialog::browse(QLineEdit* edit, const QString& caption) {
-  const QString path = QFileDialog::getOpenFileName(this, caption, edit->text(), tr("GGUF models (*.gguf);;All files (*)"));
+  const QString path = open_file_name(this, caption, edit->text(), tr("GGUF models (*.gguf);;All files (*)"));
   if (!path.isEmpty()) edit->setText(path);
 }
 

@@ -304,6 +304,12 @@ TEST_CASE("gui: a reloaded reply gets its drafted and target pieces back", "[gui
   }
   CHECK(tinted);
 
+  // Leaving the conversation and coming back (the rows are replaced by the stored ones, with no
+  // pieces) rebuilds them again.
+  m.setItems({stored});
+  REQUIRE(m.item(0).pieces.isEmpty());
+  REQUIRE(wait_until([&] { return m.item(0).pieces.size() == streamed.size(); }, kTimeoutMs));
+
   // Another vocabulary: nothing is rebuilt.
   ChatModel other;
   stored.id = 6;

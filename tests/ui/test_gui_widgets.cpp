@@ -9,6 +9,7 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QTextCursor>
 #include <QTest>
 
 #include "test_paths.h"
@@ -112,6 +113,15 @@ TEST_CASE("gui: chat view follows the model", "[gui][unit]") {
   CHECK(v.rowAtPosition(static_cast<int>(plain.indexOf(QStringLiteral("Assistant"))) + 1) == 1);
   CHECK(v.rowAtPosition(static_cast<int>(plain.indexOf(QStringLiteral("upon")))) == 1);
   CHECK(v.rowAtPosition(-1) == -1);
+  // A theme change (new palette) re-renders the text in the new colours (a dark theme would
+  // otherwise leave the open conversation black on dark grey).
+  QPalette dark = v.palette();
+  dark.setColor(QPalette::Text, QColor(230, 230, 230));
+  v.setPalette(dark);
+  QTextCursor at_body(v.document());
+  at_body.setPosition(static_cast<int>(plain.indexOf(QStringLiteral("line one"))) + 1);
+  CHECK(at_body.charFormat().foreground().color() == QColor(230, 230, 230));
+  CHECK(v.toPlainText() == plain);
   m.removeAt(row);
   CHECK(v.toPlainText() == QStringLiteral("You\nline one\nline two"));
   m.clear();
@@ -234,4 +244,39 @@ TEST_CASE("gui: the CUDA backend without a usable GPU is an error in the window,
   engine.loadModels(QString::fromStdString(specchat::test::target_model()), QString());
   REQUIRE(wait_until([&] { return engine.worker()->hasModels(); }, 60000));
   CHECK_FALSE(controller.statusIsError());
+}
+
+TEST_CASE("gui: a database problem stays on the status line after the models load", "[gui][model]") {
+  // The case index is generated first: GENERATE keeps its first values, and paths in a
+  // temporary directory must come from this run's directory.
+  const int which = GENERATE(0, 1);
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+  const QString blocker = dir.filePath(QStringLiteral("not-a-dir"));  // a file, not a directory
+  {
+    QFile f(blocker);
+    REQUIRE(f.open(QIODevice::WriteOnly));
+  }
+  const QString corrupt = dir.filePath(QStringLiteral("corrupt.sqlite"));
+  {
+    QFile f(corrupt);
+    REQUIRE(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray(8192, '\x5a'));
+  }
+  struct Case {
+    QString db;
+    bool error;
+    QString says;
+  };
+  const Case c = which == 0 ? Case{blocker + QStringLiteral("/chat.sqlite"), true, QStringLiteral("not saved")}
+                            : Case{corrupt, true, QStringLiteral(".corrupt-")};
+  EngineHost engine;
+  ChatController controller(engine.worker(), c.db);
+  MainWindow window(&controller);
+  window.show();
+  engine.loadModels(QString::fromStdString(specchat::test::target_model()), QString());
+  REQUIRE(wait_until([&] { return controller.statusText().startsWith(QStringLiteral("Ready")); }, 60000));
+  INFO("status: " << controller.statusText().toStdString());
+  CHECK(controller.statusText().contains(c.says));
+  CHECK(controller.statusIsError() == c.error);
 }
