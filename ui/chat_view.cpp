@@ -3,6 +3,7 @@
 #include <QAction>
 #include <QHelpEvent>
 #include <QScrollBar>
+#include <QTimer>
 #include <QToolTip>
 
 #include <algorithm>
@@ -157,7 +158,18 @@ void ChatView::setModel(ChatModel* model) {
   rebuild();
 }
 
-void ChatView::rebuild() { rewriteFrom(0); }
+void ChatView::rebuild() {
+  rewriteFrom(0);
+  // A conversation opens at its end (its latest reply). The layout of a hidden or resizing view
+  // settles later, so the scroll also runs once the event loop has laid it out.
+  verticalScrollBar()->setValue(verticalScrollBar()->maximum());
+  QTimer::singleShot(0, this, [this] { verticalScrollBar()->setValue(verticalScrollBar()->maximum()); });
+}
+
+void ChatView::showEvent(QShowEvent* e) {
+  QTextBrowser::showEvent(e);
+  QTimer::singleShot(0, this, [this] { verticalScrollBar()->setValue(verticalScrollBar()->maximum()); });
+}
 
 void ChatView::rewriteFrom(int row) {
   StickToBottom stick(verticalScrollBar());

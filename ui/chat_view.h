@@ -50,6 +50,7 @@ class ChatView : public QTextBrowser {
   bool event(QEvent* e) override;  // tooltips of the token under the mouse
   // A theme change re-renders the conversation: its colours come from the palette.
   void changeEvent(QEvent* e) override;
+  void showEvent(QShowEvent* e) override;  // opens at the end of the conversation
 
  private:
   void writePieces(QTextCursor& c, const QList<TokenPiece>& pieces, int from);

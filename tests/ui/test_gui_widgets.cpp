@@ -9,6 +9,7 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QScrollBar>
 #include <QTextCursor>
 #include <QTest>
 
@@ -279,4 +280,26 @@ TEST_CASE("gui: a database problem stays on the status line after the models loa
   INFO("status: " << controller.statusText().toStdString());
   CHECK(controller.statusText().contains(c.says));
   CHECK(controller.statusIsError() == c.error);
+}
+
+TEST_CASE("gui: a conversation opens scrolled to its last message", "[gui][unit]") {
+  ChatModel m;
+  QList<ChatItem> items;
+  for (int i = 0; i < 40; ++i) {
+    ChatItem it;
+    it.role = i % 2 ? QStringLiteral("assistant") : QStringLiteral("user");
+    it.text = QStringLiteral("message %1 with some text to fill the line").arg(i);
+    items.append(it);
+  }
+  m.setItems(items);  // as a conversation loaded from the database: before the view is shown
+  ChatView v;
+  v.resize(400, 200);
+  v.setModel(&m);
+  v.show();
+  QScrollBar* bar = v.verticalScrollBar();
+  REQUIRE(specchat::test::wait_until([&] { return bar->maximum() > 0 && bar->value() == bar->maximum(); }, 2000));
+  // Switching to another long conversation also shows its end.
+  bar->setValue(0);
+  m.setItems(items);
+  CHECK(specchat::test::wait_until([&] { return bar->value() == bar->maximum(); }, 2000));
 }
