@@ -62,6 +62,7 @@ LivePanel::LivePanel(QWidget* parent)
   tps_->setFont(big);
   split_->setTextFormat(Qt::RichText);
   split_->setWordWrap(true);
+  tree_->setWordWrap(true);  // "dynamic · budget 16 · depth 4 · branch 2" is wider than the panel
   QPalette dim = state_->palette();
   dim.setColor(QPalette::WindowText, dim.color(QPalette::PlaceholderText));
   state_->setPalette(dim);

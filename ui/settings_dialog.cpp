@@ -86,6 +86,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   theme_->setCurrentIndex(std::max(0, theme_->findData(current.theme)));
   check_->setObjectName(QStringLiteral("modelCheckLabel"));
   check_->setWordWrap(true);
+  check_->setMinimumWidth(420);  // wrapped explanations need a width to grow in height
   check_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
   auto path_row = [this](QLineEdit* edit, const char* button_name, const QString& caption) {
@@ -169,6 +170,7 @@ void SettingsDialog::accept() {
   if (!c.ok) {
     check_->setText(c.error);
     check_->setStyleSheet(QStringLiteral("color: #c0392b;"));
+    adjustSize();  // room for the whole explanation (it wraps over several lines)
     return;  // stay open: the user fixes the paths or cancels
   }
   check_->setText(c.warnings.isEmpty() ? QString() : tr("Accepted vocabulary differences: %1").arg(c.warnings.join(QStringLiteral("; "))));
