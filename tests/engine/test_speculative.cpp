@@ -47,10 +47,11 @@ GenerationResult run(ModelPair& mp, const std::vector<int32_t>& prompt, int n, i
 
 }  // namespace
 
-TEST_CASE("greedy speculative output equals baseline on held-out prompts", "[model][speculative]") {
+// Greedy speculative output equals baseline on the first n held-out prompts.
+static void check_greedy_identity_heldout(size_t n) {
   ModelPair& mp = test::bundled_pair();
-  const auto prompts = heldout_prompts(mp, 50);
-  REQUIRE(prompts.size() == 50);
+  const auto prompts = heldout_prompts(mp, n);
+  REQUIRE(prompts.size() == n);
   int total_drafted = 0, total_accepted = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto base = run(mp, prompts[i], 64, 0);
@@ -68,6 +69,15 @@ TEST_CASE("greedy speculative output equals baseline on held-out prompts", "[mod
   }
   CHECK(total_drafted > 0);
   CHECK(total_accepted > 0);
+}
+
+TEST_CASE("greedy speculative output equals baseline on held-out prompts", "[model][speculative]") {
+  check_greedy_identity_heldout(8);
+}
+
+TEST_CASE("greedy speculative output equals baseline on 50 held-out prompts (full sweep)",
+          "[model][speculative][slow]") {
+  check_greedy_identity_heldout(50);
 }
 
 TEST_CASE("a perfect draft (the target itself) is always accepted", "[model][speculative]") {
