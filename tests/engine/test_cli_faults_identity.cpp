@@ -32,7 +32,7 @@ TEST_CASE("cli B01: greedy compare is identical for every k, incl. a 1-token pro
 
 TEST_CASE("cli B01/B13: greedy compare with the n-gram drafter is identical, incl. a 1-token context",
           "[model][cli]") {
-  if (!ngram_supported()) return;
+  REQUIRE(ngram_supported());
   const std::vector<std::pair<Args, std::vector<int>>> cases = {
       {{"--prompt", "Once upon a time"}, {1, 2, 3, 4, 8, 16}},
       {{"--chat", "Tom has 3 apples and buys 5 more. How many does he have?"}, {1, 8}},
@@ -51,7 +51,7 @@ TEST_CASE("cli B01/B13: greedy compare with the n-gram drafter is identical, inc
 }
 
 TEST_CASE("cli B01: greedy compare with draft trees is identical", "[model][cli]") {
-  if (!trees_supported()) return;
+  REQUIRE(trees_supported());
   for (const char* tree : {"dynamic", "optimal"}) {
     for (const Args& p : {Args{"--prompt", "Once upon a time"}, Args{"--prompt", ""}}) {
       Args extra{"--tree", tree, "--temp", "0", "-n", "40"};

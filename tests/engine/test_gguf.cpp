@@ -674,8 +674,9 @@ TEST_CASE("gguf: GgufBuilder::from_file copies a file so tests can mutate it", "
   CHECK(dequant(m.require_tensor("c.weight")) == dequant(original.require_tensor("c.weight")));
 }
 
-TEST_CASE("gguf: the shared llama-spm vocabulary file parses", "[unit]") {
-  const std::string path = test::shared_dir() + "/cases/tokenizer/ggml-vocab-llama-spm.gguf";
+TEST_CASE("gguf: the llama-spm conformance vocabulary file parses", "[unit]") {
+  const std::string path = test::test_data("tokenizer/ggml-vocab-llama-spm.gguf");
+  INFO("conformance data missing: " << path);
   REQUIRE(fs::exists(path));
   const GgufFile f = GgufFile::open(path);
   CHECK(f.version() == 3);
@@ -704,10 +705,8 @@ TEST_CASE("gguf: the shared llama-spm vocabulary file parses", "[unit]") {
 
 TEST_CASE("gguf: the bundled target model parses", "[model]") {
   const std::string path = test::target_model();
-  if (!fs::exists(path)) {
-    WARN("no " << path << ": build the bundled models to run this test");
-    return;
-  }
+  INFO("bundled model missing: " << path << " (it is part of the repository: resources/models)");
+  REQUIRE(fs::exists(path));
   const GgufFile f = GgufFile::open(path);
   // GgufBuilder::from_file keeps everything (the path other tests take to mutate the model).
   check_same_file(f, GgufFile::from_bytes(GgufBuilder::from_file(f).build(), "rebuilt"));

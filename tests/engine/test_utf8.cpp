@@ -170,8 +170,8 @@ TEST_CASE("UTF-8 helpers: properties on random input", "[unit]") {
 }
 
 TEST_CASE("Streaming byte-fallback tokens never yields invalid UTF-8 (B17)", "[unit]") {
-  const std::string path =
-      specchat::test::shared_dir() + "/cases/tokenizer/ggml-vocab-llama-spm.gguf";
+  const std::string path = specchat::test::test_data("tokenizer/ggml-vocab-llama-spm.gguf");
+  INFO("conformance data missing: " << path);
   REQUIRE(std::filesystem::exists(path));
   const Tokenizer tok(Vocab::from_gguf(GgufFile::open(path)));
   const Vocab& v = tok.vocab();

@@ -17,11 +17,9 @@ using specchat::test::GgufBuilder;
 
 namespace {
 
-const char* kLlamaVocab = "/cases/tokenizer/ggml-vocab-llama-spm.gguf";
-
 std::string llama_vocab_path() {
-  const std::string p = specchat::test::shared_dir() + kLlamaVocab;
-  INFO("conformance data missing: " << p << " (set SPECCHAT_SHARED to the shared folder)");
+  const std::string p = specchat::test::test_data("tokenizer/ggml-vocab-llama-spm.gguf");
+  INFO("conformance data missing: " << p << " (it is part of the repository: see tests/data/README.md)");
   REQUIRE(std::filesystem::exists(p));
   return p;
 }
