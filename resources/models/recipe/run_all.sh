@@ -9,4 +9,5 @@ $PY prepare_data.py
 $PY train.py target
 $PY train.py draft
 $PY export_gguf.py
+$PY reference_hidden.py   # hidden-state references, read back from the GGUF files
 $PY evaluate.py
