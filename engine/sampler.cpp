@@ -43,42 +43,98 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
-Distribution process_logits(std::span<const float> logits, const SamplingParams& p) {
-  Distribution d;
-  if (p.greedy()) {
-    d.ids = {argmax(logits)};
-    d.probs = {1.0};
-    return d;
-  }
-  const int n = static_cast<int>(logits.size());
-  std::vector<int32_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  auto by_logit = [&](int32_t a, int32_t b) {
-    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
-           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
-  };
-  int keep = n;
-  if (p.top_k > 0 && p.top_k < n) {
-    keep = p.top_k;
-    std::partial_sort(order.begin(), order.begin() + keep, order.end(), by_logit);
+namespace {
+
+// Strict total order on token ids: larger logit first, equal logits by the lower id. Every
+// selection below uses it, so the order (and the result) is the same whatever algorithm picks
+// the elements, and the same as a full std::sort with it (the original implementation).
+struct ByLogit {
+  const float* l;
+  bool operator()(int32_t a, int32_t b) const { return l[a] > l[b] || (l[a] == l[b] && a < b); }
+};
+
+constexpr size_t kBlock = 16;
+
+// Whether any of l[0, kBlock) is > w (written so that GCC vectorises it at -O3).
+inline bool any_above(const float* l, float w) {
+  int any = 0;
+  for (size_t j = 0; j < kBlock; ++j) any |= (l[j] > w);
+  return any != 0;
+}
+
+// Appends to `dst` the c best ids (in ByLogit order, best first) among those ranked strictly
+// after the id `after` (after < 0: among all ids). Needs 1 <= c <= the number of such ids.
+// Few of many (c <= n/16): one pass over the logits with a heap of c ids kept in dst itself;
+// most ids cost one float comparison. Else the candidates are gathered in `spare` and
+// nth_element + sort pick them.
+void append_best(std::span<const float> logits, int32_t after, size_t c, std::vector<int32_t>& dst,
+                 std::vector<int32_t>& spare) {
+  const size_t n = logits.size();
+  const ByLogit by{logits.data()};
+  auto eligible = [&](int32_t id) { return after < 0 || by(after, id); };
+  const size_t base = dst.size();
+  if (c * 16 <= n) {
+    size_t i = 0;
+    for (; i < n && dst.size() - base < c; ++i) {
+      if (eligible(static_cast<int32_t>(i))) dst.push_back(static_cast<int32_t>(i));
+    }
+    const auto first = dst.begin() + static_cast<std::ptrdiff_t>(base);
+    std::make_heap(first, dst.end(), by);  // front: the worst of the c kept so far
+    float worst = logits[static_cast<size_t>(*first)];
+    // Ids are scanned in increasing order, so a later id equal to the worst kept logit ranks
+    // after it: only a strictly larger logit can enter.
+    auto offer = [&](size_t id) {
+      if (!(logits[id] > worst) || !eligible(static_cast<int32_t>(id))) return;
+      std::pop_heap(first, dst.end(), by);
+      dst.back() = static_cast<int32_t>(id);
+      std::push_heap(first, dst.end(), by);
+      worst = logits[static_cast<size_t>(*first)];
+    };
+    for (; i < n && i % kBlock != 0; ++i) offer(i);
+    for (; i + kBlock <= n; i += kBlock) {
+      // Whole blocks below the worst kept logit are skipped (a vectorisable test).
+      if (!any_above(logits.data() + i, worst)) continue;
+      for (size_t j = 0; j < kBlock; ++j) offer(i + j);
+    }
+    for (; i < n; ++i) offer(i);
+    std::sort_heap(first, dst.end(), by);
   } else {
-    std::sort(order.begin(), order.end(), by_logit);
+    spare.clear();
+    spare.reserve(n);  // once to the full vocabulary: later calls then never reallocate
+    for (size_t i = 0; i < n; ++i) {
+      if (eligible(static_cast<int32_t>(i))) spare.push_back(static_cast<int32_t>(i));
+    }
+    const auto mid = spare.begin() + static_cast<std::ptrdiff_t>(c);
+    if (mid != spare.end()) std::nth_element(spare.begin(), mid, spare.end(), by);
+    std::sort(spare.begin(), mid, by);
+    dst.insert(dst.end(), spare.begin(), mid);
   }
-  order.resize(static_cast<size_t>(keep));
-  // Softmax over the kept ids at temperature T, in double for a stable sum.
-  const double mx = logits[static_cast<size_t>(order[0])];
-  std::vector<double> pr(order.size());
+}
+
+// exp((logit - mx) / T), in double: the softmax weight of one id. Written exactly as the
+// original implementation did, so the weights are bit-identical to it.
+inline double weight(float logit, double mx, float temperature) {
+  return std::exp((logit - mx) / temperature);
+}
+
+// The tail shared by the top-k and the unrestricted paths: out.ids holds the kept ids in
+// ByLogit order; softmax over them, then the top-p cut, renormalised. Operation for operation
+// the original implementation, so the result is bit-identical to it.
+void finish_sorted(std::span<const float> logits, const SamplingParams& p, Distribution& out) {
+  const size_t keep = out.ids.size();
+  const double mx = logits[static_cast<size_t>(out.ids[0])];
+  out.probs.resize(keep);
   double sum = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    pr[i] = std::exp((logits[static_cast<size_t>(order[i])] - mx) / p.temperature);
-    sum += pr[i];
+  for (size_t i = 0; i < keep; ++i) {
+    out.probs[i] = weight(logits[static_cast<size_t>(out.ids[i])], mx, p.temperature);
+    sum += out.probs[i];
   }
-  for (double& x : pr) x /= sum;
-  size_t cut = pr.size();
+  for (size_t i = 0; i < keep; ++i) out.probs[i] /= sum;
+  size_t cut = keep;
   if (p.top_p < 1.0f) {
     double acc = 0;
-    for (size_t i = 0; i < pr.size(); ++i) {
-      acc += pr[i];
+    for (size_t i = 0; i < keep; ++i) {
+      acc += out.probs[i];
       if (acc >= p.top_p) {
         cut = i + 1;
         break;
@@ -86,10 +142,105 @@ Distribution process_logits(std::span<const float> logits, const SamplingParams&
     }
   }
   double kept = 0;
-  for (size_t i = 0; i < cut; ++i) kept += pr[i];
-  d.ids.assign(order.begin(), order.begin() + static_cast<long>(cut));
-  d.probs.resize(cut);
-  for (size_t i = 0; i < cut; ++i) d.probs[i] = pr[i] / kept;
+  for (size_t i = 0; i < cut; ++i) kept += out.probs[i];
+  out.ids.resize(cut);
+  out.probs.resize(cut);
+  for (size_t i = 0; i < cut; ++i) out.probs[i] /= kept;
+}
+
+// Below this scaled logit (logit - max) / T the weight exp(x) < 4.3e-18 is under half an ulp of
+// any sum that already holds the maximum's weight 1.0, so adding it leaves such a sum unchanged:
+// it is skipped (no exp call) without changing a bit.
+constexpr double kNegligible = -40.0;
+
+// top_p < 1 without a top-k restriction: the nucleus without sorting the vocabulary.
+// 1. The prefix in descending order is selected in growing chunks (64, 256, 1024, ... ids, each
+//    the best ones ranked after the previous chunk) until the running probability reaches
+//    top_p: the same ids in the same order as a full sort would give, since ByLogit is a total
+//    order.
+// 2. The softmax normaliser over ALL ids: sum = 1 (the maximum's own weight) + the other weights
+//    in id order. NUMERICS: the original summed the weights in descending-logit order, so this
+//    sum may differ from it in the last bits (a different rounding sequence of the same terms;
+//    both start from the maximum's 1.0, so both drop every term under half an ulp). The
+//    probabilities then differ by a few ulps (they are renormalised over the prefix, which
+//    cancels the sum up to rounding), and the top-p cut could only differ if the running sum
+//    landed within those few ulps of top_p.
+// 3. Renormalised over the prefix exactly as the original (each kept id's weight is recomputed
+//    with the same expression: exp is deterministic, so it equals the term of the sum).
+void nucleus(std::span<const float> logits, const SamplingParams& p, SamplerScratch& scratch,
+             Distribution& out) {
+  const size_t n = logits.size();
+  size_t chunk = 64;
+  size_t c = std::min(chunk, n);
+  append_best(logits, -1, c, out.ids, scratch.order);
+  const int32_t top = out.ids[0];  // == argmax(logits)
+  const double mx = logits[static_cast<size_t>(top)];
+  double sum = 1.0;  // weight(mx) == exp(0) == 1
+  for (size_t i = 0; i < n; ++i) {
+    if (i == static_cast<size_t>(top)) continue;
+    const double x = (logits[i] - mx) / p.temperature;  // as in weight()
+    if (x < kNegligible) continue;
+    sum += std::exp(x);
+  }
+  double acc = 0;
+  size_t cut = 0;  // 0: top_p not reached yet
+  size_t done = 0;
+  while (true) {
+    for (size_t i = done; i < done + c; ++i) {
+      const double pr = weight(logits[static_cast<size_t>(out.ids[i])], mx, p.temperature) / sum;
+      out.probs.push_back(pr);
+      acc += pr;
+      if (acc >= p.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+    done += c;
+    if (cut != 0 || done == n) break;
+    chunk *= 4;
+    c = std::min(chunk, n - done);
+    append_best(logits, out.ids.back(), c, out.ids, scratch.order);
+  }
+  if (cut == 0) cut = n;  // rounding kept the total under top_p: everything, as the original
+  double kept = 0;
+  for (size_t i = 0; i < cut; ++i) kept += out.probs[i];
+  out.ids.resize(cut);
+  out.probs.resize(cut);
+  for (size_t i = 0; i < cut; ++i) out.probs[i] /= kept;
+}
+
+}  // namespace
+
+void process_logits(std::span<const float> logits, const SamplingParams& p, Distribution& out,
+                    SamplerScratch& scratch) {
+  out.ids.clear();
+  out.probs.clear();
+  if (p.greedy()) {
+    out.ids.push_back(argmax(logits));
+    out.probs.push_back(1.0);
+    return;
+  }
+  const size_t n = logits.size();
+  if (n == 0) return;
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
+    append_best(logits, -1, static_cast<size_t>(p.top_k), out.ids, scratch.order);
+    finish_sorted(logits, p, out);
+  } else if (p.top_p < 1.0f) {
+    nucleus(logits, p, scratch, out);
+  } else {
+    // Pure temperature sampling: every id is in the distribution, in descending order (sample()
+    // walks them in that order), so this one case still sorts the whole vocabulary.
+    out.ids.resize(n);
+    std::iota(out.ids.begin(), out.ids.end(), 0);
+    std::sort(out.ids.begin(), out.ids.end(), ByLogit{logits.data()});
+    finish_sorted(logits, p, out);
+  }
+}
+
+Distribution process_logits(std::span<const float> logits, const SamplingParams& p) {
+  thread_local SamplerScratch scratch;
+  Distribution d;
+  process_logits(logits, p, d, scratch);
   return d;
 }
 
