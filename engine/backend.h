@@ -1,7 +1,7 @@
 // Backend: where a model's weights, KV rows and activations live and how one forward runs.
 // LlamaModel (model.h) validates a Batch, keeps the cache bookkeeping (KvCache: committed ids,
 // slot links) and builds the tree mask on the host; a Backend runs the layers. Two exist:
-//   CpuBackend  (cpu_backend.h)  f32 weights in RAM, OpenBLAS; the reference and the oracle.
+//   CpuBackend  (cpu_backend.h)  weights in their file type, read from the mapping; the reference.
 //   CudaBackend (cuda_backend.h) weights in their file dtype on one GPU, one device pool.
 // This header compiles without nvcc and without CUDA headers.
 #pragma once
@@ -47,8 +47,8 @@ bool cuda_backend_compiled();
 
 // Bytes a model holds, per component. Host bytes on the CPU backend; device bytes on CUDA.
 struct MemoryInfo {
-  size_t weights_bytes = 0;     // weight tensors as held (f32 on CPU; file dtype on CUDA)
-  size_t kv_bytes = 0;          // K and V rows: 2 · n_layer · n_ctx · kv_dim · 4
+  size_t weights_bytes = 0;     // weight tensors as held (file type: mapped on the CPU, uploaded on CUDA)
+  size_t kv_bytes = 0;          // K and V rows: n_seq · 2 · n_layer · n_ctx · kv_dim · 4
   size_t activation_bytes = 0;  // scratch sized for max_batch (incl. mask and logits buffers)
   size_t device_used_bytes = 0;   // cudaMemGetInfo total − free (whole device, all processes)
   size_t device_total_bytes = 0;  // cudaMemGetInfo total
@@ -57,26 +57,49 @@ struct MemoryInfo {
 
 // Sizes fixed at load; every buffer a forward needs is allocated from them up front.
 struct BackendShape {
-  int n_ctx = 0;      // KV cache slots
+  int n_ctx = 0;      // KV cache slots per sequence
+  int n_seq = 1;      // sequences in the KV pool (a device backend allocates n_seq × n_ctx slots)
   int max_batch = 0;  // most tokens in one forward
   int n_threads = 0;  // CPU threads (0 = all cores); ignored by CUDA
   int device = 0;     // CUDA device ordinal; ignored by the CPU
 };
 
-// One validated forward. Arrays are [n_tokens] unless stated.
-// Token i has RoPE position pos[i] and its K/V rows go to slot kv_pos0 + i. It attends to slots
-// [0, n_prefix) and to slot n_prefix + j when visible[i * n_masked + j] != 0
-// (n_masked = kv_pos0 + n_tokens − n_prefix): the mask LlamaModel built from parent links.
+// One sequence's part of a forward: rows [row0, row0 + n_rows) of the batch, all of sequence
+// `seq` (a slot of the model's sequence pool, [0, n_seq)). Row row0 + i has its K/V written to
+// that sequence's slot kv_pos0 + i. It attends to the sequence's slots [0, n_prefix) and to
+// slot n_prefix + j when visible[i * n_masked + j] != 0 (n_masked = kv_pos0 + n_rows − n_prefix):
+// the tree mask LlamaModel built from parent links. Nothing of another sequence is visible.
+struct SeqSegment {
+  int seq = 0;
+  int row0 = 0, n_rows = 0;
+  int kv_pos0 = 0;
+  int n_prefix = 0;
+  int n_masked = 0;
+  const uint8_t* visible = nullptr;  // [n_rows, n_masked]
+  KvCache* kv = nullptr;             // the sequence's cache (host rows on the CPU backend)
+};
+
+// Hidden-state index meaning "the final norm's output" (the LM head's input).
+constexpr int kHiddenFinalNorm = -1;
+
+// One validated forward over rows of one or more sequences. Arrays are [n_tokens] unless
+// stated. Segments are contiguous, in row order, and cover every row once.
 // Preconditions (checked by LlamaModel::forward): 0 < n_tokens <= max_batch, token ids in
-// [0, n_vocab), kv_pos0 + n_tokens <= n_ctx, out_rows in [0, n_tokens).
+// [0, n_vocab), each segment fits its sequence's n_ctx, out_rows in [0, n_tokens).
 struct ForwardArgs {
   std::span<const int32_t> tokens;
   std::span<const int32_t> pos;
   std::span<const int32_t> out_rows;  // [n_out] rows whose logits are returned, in this order
-  int kv_pos0 = 0;
-  int n_prefix = 0;
-  int n_masked = 0;
-  const uint8_t* visible = nullptr;   // [n_tokens, n_masked]
+  std::span<const SeqSegment> segments;
+  // Layers whose output (the residual stream after layer il, il in [0, n_layer)) or
+  // kHiddenFinalNorm is returned for the out_rows, in this order. Empty = none.
+  std::span<const int32_t> hidden_layers;
+};
+
+// What a forward returns, in HOST memory, valid until the next forward.
+struct ForwardOut {
+  std::span<const float> logits;  // [n_out, n_vocab]
+  std::span<const float> hidden;  // [n_hidden_layers, n_out, d_model]
 };
 
 class Backend {
@@ -84,28 +107,29 @@ class Backend {
   virtual ~Backend() = default;
   virtual BackendKind kind() const = 0;
 
-  // Runs the layers, writes the batch's K/V rows into slots kv_pos0 .. kv_pos0 + n_tokens − 1
-  // (host rows of `kv` on the CPU; the backend's own rows on a device) and returns logits
-  // [n_out, n_vocab] in HOST memory, valid until the next forward. Device failures throw
+  // Runs the layers over every row of every segment, writes each row's K/V into its sequence's
+  // slots (host rows of the segment's KvCache on the CPU; the backend's own rows on a device)
+  // and returns logits [n_out, n_vocab] and the requested hidden states. Device failures throw
   // BackendError (a ModelError).
-  virtual std::span<const float> forward(const ForwardArgs& a, KvCache& kv) = 0;
+  virtual ForwardOut forward(const ForwardArgs& a) = 0;
 
-  // Where K/V rows live when not in the KvCache's host arrays (nullptr: host rows). A KvCache
-  // built with this store moves rows through it (keep_path).
-  virtual KvRowStore* row_store() { return nullptr; }
+  // Where sequence `seq`'s K/V rows live when not in its KvCache's host arrays (nullptr: host
+  // rows). A KvCache built with this store moves rows through it (keep_path).
+  virtual KvRowStore* row_store(int /*seq*/) { return nullptr; }
 
-  // Per-component bytes (kv: the cache that forward writes).
-  virtual MemoryInfo memory(const KvCache& kv) const = 0;
+  // Per-component bytes (kv_bytes: every sequence's cache, summed by the caller on the CPU).
+  virtual MemoryInfo memory() const = 0;
 
   // Human-readable device name ("CPU", "NVIDIA H200 (sm_90, 139.8 GiB)").
   virtual std::string device_name() const = 0;
 };
 
-// Factories. Weights: `f` must stay alive for the call only (backends copy what they keep).
+// Factories. CUDA copies what it keeps, so `f` must stay alive for the call only; the CPU
+// backend keeps typed views into f's mapping, so `f` must outlive it (LlamaModel owns both).
 // Throw ModelError (tensor missing / wrong shape / no device) or BackendError (device failure).
 std::unique_ptr<Backend> make_cpu_backend(const GgufFile& f, const ModelConfig& c, const BackendShape& s);
 std::unique_ptr<Backend> make_cuda_backend(const GgufFile& f, const ModelConfig& c, const BackendShape& s);
-// Random weights for benchmarks (no file): matrices uniform in ±1/sqrt(n_in) rounded to F16
+// Random weights for benchmarks (no file): matrices uniform in ±1/sqrt(n_in) stored as F16
 // (keeps activations O(1) through the layers), norm weights 1; untied output. Deterministic in
 // `seed`, and the same model on both backends (backend_weights.h: random_tensor_seed).
 std::unique_ptr<Backend> make_cpu_backend_random(const ModelConfig& c, const BackendShape& s, uint64_t seed);

@@ -2,30 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
-#include "engine/gguf.h"
 #include "engine/backend_weights.h"
+#include "engine/gguf.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/ops.h"
 
 namespace specchat {
 
-size_t CpuBackend::Weights::bytes() const {
-  size_t n = tok_embd.size() + output_norm.size() + output.size();
-  for (const auto& l : layers) {
-    n += l.attn_norm.size() + l.wq.size() + l.wk.size() + l.wv.size() + l.wo.size() +
-         l.ffn_norm.size() + l.w_gate.size() + l.w_up.size() + l.w_down.size();
-  }
-  return n * sizeof(float);
-}
-
 size_t CpuBackend::Scratch::bytes() const {
-  return (x.size() + xb.size() + q.size() + k.size() + v.size() + att.size() + gate.size() +
-          up.size() + logits.size() + att_scores.size()) * sizeof(float);
+  return (x.size() + xb.size() + q.size() + k.size() + v.size() + att.size() + gate.size() + up.size() +
+          logits.size() + att_scores.size() + hidden.size()) * sizeof(float);
 }
 
-CpuBackend::CpuBackend(const ModelConfig& c, const BackendShape& sh, Weights w)
-    : cfg_(c), w_(std::move(w)) {
+CpuBackend::CpuBackend(const ModelConfig& c, const BackendShape& sh, Weights w) : cfg_(c), w_(std::move(w)) {
   const size_t B = static_cast<size_t>(std::max(1, sh.max_batch));
   const size_t d = static_cast<size_t>(c.d_model), hd = static_cast<size_t>(c.head_dim);
   const size_t nq = static_cast<size_t>(c.n_head) * hd, nkv = static_cast<size_t>(c.n_head_kv) * hd;
@@ -40,124 +32,206 @@ CpuBackend::CpuBackend(const ModelConfig& c, const BackendShape& sh, Weights w)
   s_.up.resize(B * ff);
   s_.logits.resize(B * nv);
   s_.att_scores.resize(static_cast<size_t>(sh.n_ctx) + B);
+  // Every layer and the final norm at once is the most a forward can ask for.
+  max_hidden_ = c.n_layer + 1;
+  s_.hidden.resize(static_cast<size_t>(max_hidden_) * B * d);
   cpu::set_num_threads(sh.n_threads);
 }
 
-MemoryInfo CpuBackend::memory(const KvCache& kv) const {
+MemoryInfo CpuBackend::memory() const {
   MemoryInfo m;
-  m.weights_bytes = w_.bytes();
-  m.kv_bytes = kv.bytes();
+  m.weights_bytes = w_.bytes;
   m.activation_bytes = s_.bytes();
   return m;
 }
 
-std::span<const float> CpuBackend::forward(const ForwardArgs& b, KvCache& kv) {
+namespace {
+
+void mm(const float* x, const WeightView& w, float* y, int n) {
+  cpu::linear(x, w.data, w.type, y, n, w.n_in, w.n_out);
+}
+
+}  // namespace
+
+ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   const ModelConfig& c = cfg_;
   Scratch& s = s_;
   const int n = static_cast<int>(b.tokens.size());
   const int d = c.d_model, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
+  const int n_out = static_cast<int>(b.out_rows.size());
+  const int n_hidden = static_cast<int>(b.hidden_layers.size());
+  if (n_hidden > max_hidden_) throw std::invalid_argument("forward: too many hidden-state layers requested");
+  // Where each requested layer's hidden rows go (−1: not requested).
+  auto save_hidden = [&](int il) {
+    for (int h = 0; h < n_hidden; ++h) {
+      if (b.hidden_layers[static_cast<size_t>(h)] != il) continue;
+      float* dst = s.hidden.data() + static_cast<size_t>(h) * n_out * d;
+      for (int j = 0; j < n_out; ++j) {
+        std::copy_n(s.x.data() + static_cast<size_t>(b.out_rows[static_cast<size_t>(j)]) * d, d,
+                    dst + static_cast<size_t>(j) * d);
+      }
+    }
+  };
   for (int i = 0; i < n; ++i) {
-    std::copy_n(w_.tok_embd.data() + static_cast<size_t>(b.tokens[i]) * d, d,
-                s.x.data() + static_cast<size_t>(i) * d);
+    const int64_t off = static_cast<int64_t>(b.tokens[static_cast<size_t>(i)]) * d;
+    float* dst = s.x.data() + static_cast<size_t>(i) * d;
+    if (w_.tok_embd.type == DType::f32) {
+      std::copy_n(static_cast<const float*>(w_.tok_embd.data) + off, d, dst);
+    } else {
+      cpu::convert_to_f32(static_cast<const uint16_t*>(w_.tok_embd.data) + off, w_.tok_embd.type, dst, d);
+    }
   }
   for (int il = 0; il < c.n_layer; ++il) {
     const Weights::Layer& l = w_.layers[static_cast<size_t>(il)];
-    cpu::rmsnorm(s.x.data(), l.attn_norm.data(), s.xb.data(), n, d, c.norm_eps);
-    cpu::matmul(s.xb.data(), l.wq.data(), s.q.data(), n, d, nq);
-    cpu::matmul(s.xb.data(), l.wk.data(), s.k.data(), n, d, nkv);
-    cpu::matmul(s.xb.data(), l.wv.data(), s.v.data(), n, d, nkv);
+    cpu::rmsnorm(s.x.data(), l.attn_norm, s.xb.data(), n, d, c.norm_eps);
+    mm(s.xb.data(), l.wq, s.q.data(), n);
+    mm(s.xb.data(), l.wk, s.k.data(), n);
+    mm(s.xb.data(), l.wv, s.v.data(), n);
     cpu::rope(s.q.data(), b.pos.data(), n, c.n_head, hd, c.rope_theta);
     cpu::rope(s.k.data(), b.pos.data(), n, c.n_head_kv, hd, c.rope_theta);
-    for (int i = 0; i < n; ++i) {
-      std::copy_n(s.k.data() + static_cast<size_t>(i) * nkv, nkv, kv.k(il, b.kv_pos0 + i));
-      std::copy_n(s.v.data() + static_cast<size_t>(i) * nkv, nkv, kv.v(il, b.kv_pos0 + i));
+    // Per sequence: its rows' K/V into its cache, then attention over its own slots only.
+    for (const SeqSegment& sg : b.segments) {
+      KvCache& kv = *sg.kv;
+      for (int i = 0; i < sg.n_rows; ++i) {
+        const size_t r = static_cast<size_t>(sg.row0 + i);
+        std::copy_n(s.k.data() + r * nkv, nkv, kv.k(il, sg.kv_pos0 + i));
+        std::copy_n(s.v.data() + r * nkv, nkv, kv.v(il, sg.kv_pos0 + i));
+      }
+      cpu::AttentionArgs a{};
+      a.q = s.q.data() + static_cast<size_t>(sg.row0) * nq;
+      a.k_cache = kv.k(il, 0);
+      a.v_cache = kv.v(il, 0);
+      a.kv_stride = nkv;
+      a.kv_pos0 = sg.kv_pos0;
+      a.n_prefix = sg.n_prefix;
+      a.n_tokens = sg.n_rows;
+      a.n_head = c.n_head;
+      a.n_head_kv = c.n_head_kv;
+      a.head_dim = hd;
+      a.visible = sg.visible;
+      a.out = s.att.data() + static_cast<size_t>(sg.row0) * nq;
+      a.scratch = s.att_scores.data();
+      cpu::attention(a);
     }
-    cpu::AttentionArgs a{};
-    a.q = s.q.data();
-    a.k_cache = kv.k(il, 0);
-    a.v_cache = kv.v(il, 0);
-    a.kv_stride = nkv;
-    a.kv_pos0 = b.kv_pos0;
-    a.n_prefix = b.n_prefix;
-    a.n_tokens = n;
-    a.n_head = c.n_head;
-    a.n_head_kv = c.n_head_kv;
-    a.head_dim = hd;
-    a.visible = b.visible;
-    a.out = s.att.data();
-    a.scratch = s.att_scores.data();
-    cpu::attention(a);
-    cpu::matmul(s.att.data(), l.wo.data(), s.xb.data(), n, nq, d);
+    mm(s.att.data(), l.wo, s.xb.data(), n);
     cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);
-    cpu::rmsnorm(s.x.data(), l.ffn_norm.data(), s.xb.data(), n, d, c.norm_eps);
-    cpu::matmul(s.xb.data(), l.w_gate.data(), s.gate.data(), n, d, c.d_ff);
-    cpu::matmul(s.xb.data(), l.w_up.data(), s.up.data(), n, d, c.d_ff);
+    cpu::rmsnorm(s.x.data(), l.ffn_norm, s.xb.data(), n, d, c.norm_eps);
+    mm(s.xb.data(), l.w_gate, s.gate.data(), n);
+    mm(s.xb.data(), l.w_up, s.up.data(), n);
     cpu::swiglu(s.gate.data(), s.up.data(), s.gate.data(), static_cast<int64_t>(n) * c.d_ff);
-    cpu::matmul(s.gate.data(), l.w_down.data(), s.xb.data(), n, c.d_ff, d);
+    mm(s.gate.data(), l.w_down, s.xb.data(), n);
     cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);
+    if (n_hidden > 0) save_hidden(il);
   }
   // Final norm and output projection only for the requested rows.
-  const int n_out = static_cast<int>(b.out_rows.size());
   for (int j = 0; j < n_out; ++j) {
-    cpu::rmsnorm(s.x.data() + static_cast<size_t>(b.out_rows[j]) * d, w_.output_norm.data(),
+    cpu::rmsnorm(s.x.data() + static_cast<size_t>(b.out_rows[static_cast<size_t>(j)]) * d, w_.output_norm,
                  s.xb.data() + static_cast<size_t>(j) * d, 1, d, c.norm_eps);
   }
-  if (n_out > 0) cpu::matmul(s.xb.data(), w_.output.data(), s.logits.data(), n_out, d, c.n_vocab);
-  return {s.logits.data(), static_cast<size_t>(n_out) * c.n_vocab};
+  for (int h = 0; h < n_hidden; ++h) {
+    if (b.hidden_layers[static_cast<size_t>(h)] != kHiddenFinalNorm) continue;
+    std::copy_n(s.xb.data(), static_cast<size_t>(n_out) * d, s.hidden.data() + static_cast<size_t>(h) * n_out * d);
+  }
+  if (n_out > 0) mm(s.xb.data(), w_.output, s.logits.data(), n_out);
+  ForwardOut out;
+  out.logits = {s.logits.data(), static_cast<size_t>(n_out) * c.n_vocab};
+  out.hidden = {s.hidden.data(), static_cast<size_t>(n_hidden) * n_out * d};
+  return out;
 }
+
+namespace {
+
+// Views a GGUF tensor in place when the kernels read its type (F32, F16, BF16); otherwise
+// converts it to f32 into `w.owned_f32` (Q8_0 until the quantized kernels exist).
+WeightView view_matrix(const GgufTensorInfo& t, CpuBackend::Weights& w) {
+  WeightView v;
+  v.n_in = static_cast<int>(t.ne[0]);
+  v.n_out = static_cast<int>(t.ne.size() > 1 ? t.ne[1] : 1);
+  switch (t.type) {
+    case GgmlType::f32: v.type = DType::f32; v.data = t.data; return v;
+    case GgmlType::f16: v.type = DType::f16; v.data = t.data; return v;
+    case GgmlType::bf16: v.type = DType::bf16; v.data = t.data; return v;
+    default: break;
+  }
+  const uint64_t n = t.n_elements();
+  w.owned_f32.emplace_back(new float[n]);
+  dequantize_to_f32(t.type, t.data, w.owned_f32.back().get(), n);
+  v.type = DType::f32;
+  v.data = w.owned_f32.back().get();
+  return v;
+}
+
+// Norm weights are read as f32: in place when the file holds f32, else converted.
+const float* view_norm(const GgufTensorInfo& t, CpuBackend::Weights& w) {
+  if (t.type == GgmlType::f32) return reinterpret_cast<const float*>(t.data);
+  const uint64_t n = t.n_elements();
+  w.owned_f32.emplace_back(new float[n]);
+  dequantize_to_f32(t.type, t.data, w.owned_f32.back().get(), n);
+  return w.owned_f32.back().get();
+}
+
+}  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const GgufFile& f, const ModelConfig& c, const BackendShape& s) {
   CpuBackend::Weights w;
   const LlamaTensorShapes sh(c);
-  auto load = [&](const std::string& name, const std::vector<uint64_t>& ne) {
-    const GgufTensorInfo& t = f.require_tensor(name, ne);
-    std::vector<float> out(t.n_elements());
-    dequantize_to_f32(t.type, t.data, out.data(), t.n_elements());
-    return out;
+  size_t bytes = 0;
+  auto mat = [&](const std::string& name, const std::vector<uint64_t>& ne) {
+    const WeightView v = view_matrix(f.require_tensor(name, ne), w);
+    bytes += v.bytes();
+    return v;
+  };
+  auto norm = [&](const std::string& name) {
+    bytes += static_cast<size_t>(c.d_model) * sizeof(float);
+    return view_norm(f.require_tensor(name, sh.norm), w);
   };
   try {
-    w.tok_embd = load("token_embd.weight", sh.embd);
-    w.output_norm = load("output_norm.weight", sh.norm);
-    w.output = f.tensor("output.weight") ? load("output.weight", sh.embd) : w.tok_embd;
+    w.tok_embd = mat("token_embd.weight", sh.embd);
+    w.output_norm = norm("output_norm.weight");
+    w.output = f.tensor("output.weight") ? mat("output.weight", sh.embd) : w.tok_embd;
     for (int il = 0; il < c.n_layer; ++il) {
       const std::string p = layer_prefix(il);
       CpuBackend::Weights::Layer l;
-      l.attn_norm = load(p + "attn_norm.weight", sh.norm);
-      l.wq = load(p + "attn_q.weight", sh.wq);
-      l.wk = load(p + "attn_k.weight", sh.wkv);
-      l.wv = load(p + "attn_v.weight", sh.wkv);
-      l.wo = load(p + "attn_output.weight", sh.wo);
-      l.ffn_norm = load(p + "ffn_norm.weight", sh.norm);
-      l.w_gate = load(p + "ffn_gate.weight", sh.w_up);
-      l.w_up = load(p + "ffn_up.weight", sh.w_up);
-      l.w_down = load(p + "ffn_down.weight", sh.w_down);
-      w.layers.push_back(std::move(l));
+      l.attn_norm = norm(p + "attn_norm.weight");
+      l.wq = mat(p + "attn_q.weight", sh.wq);
+      l.wk = mat(p + "attn_k.weight", sh.wkv);
+      l.wv = mat(p + "attn_v.weight", sh.wkv);
+      l.wo = mat(p + "attn_output.weight", sh.wo);
+      l.ffn_norm = norm(p + "ffn_norm.weight");
+      l.w_gate = mat(p + "ffn_gate.weight", sh.w_up);
+      l.w_up = mat(p + "ffn_up.weight", sh.w_up);
+      l.w_down = mat(p + "ffn_down.weight", sh.w_down);
+      w.layers.push_back(l);
     }
   } catch (const GgufError& e) {
     throw ModelError(std::string(e.what()));
   }
+  w.bytes = bytes;
   return std::make_unique<CpuBackend>(c, s, std::move(w));
 }
 
 std::unique_ptr<Backend> make_cpu_backend_random(const ModelConfig& c, const BackendShape& s, uint64_t seed) {
-  // F16 values from the CUDA random_fill's CPU twin, widened to f32: the same model as
+  // F16 values from the CUDA random_fill's CPU twin, kept as F16: the same model as
   // make_cuda_backend_random builds on the device (backend_weights.h).
   const LlamaTensorShapes sh(c);
   size_t index = 0;
-  std::vector<uint16_t> half;
+  CpuBackend::Weights w;
   auto mat = [&](const std::vector<uint64_t>& ne) {
     const int64_t n = static_cast<int64_t>(ne[0] * ne[1]);
-    half.resize(static_cast<size_t>(n));
-    cpu::random_fill(half.data(), DType::f16, n, random_tensor_seed(seed, index++), random_tensor_amplitude(ne[0]));
-    std::vector<float> out(static_cast<size_t>(n));
-    cpu::convert_to_f32(half.data(), DType::f16, out.data(), n);
-    return out;
+    w.owned_16.emplace_back(new uint16_t[static_cast<size_t>(n)]);
+    cpu::random_fill(w.owned_16.back().get(), DType::f16, n, random_tensor_seed(seed, index++),
+                     random_tensor_amplitude(ne[0]));
+    WeightView v{w.owned_16.back().get(), DType::f16, static_cast<int>(ne[1]), static_cast<int>(ne[0])};
+    w.bytes += v.bytes();
+    return v;
   };
   auto ones = [&]() {
     ++index;
-    return std::vector<float>(sh.norm[0], 1.0f);
+    w.owned_f32.emplace_back(new float[sh.norm[0]]);
+    std::fill_n(w.owned_f32.back().get(), sh.norm[0], 1.0f);
+    w.bytes += sh.norm[0] * sizeof(float);
+    return static_cast<const float*>(w.owned_f32.back().get());
   };
-  CpuBackend::Weights w;
   w.tok_embd = mat(sh.embd);
   w.output_norm = ones();
   w.output = mat(sh.embd);
@@ -172,7 +246,7 @@ std::unique_ptr<Backend> make_cpu_backend_random(const ModelConfig& c, const Bac
     l.w_gate = mat(sh.w_up);
     l.w_up = mat(sh.w_up);
     l.w_down = mat(sh.w_down);
-    w.layers.push_back(std::move(l));
+    w.layers.push_back(l);
   }
   return std::make_unique<CpuBackend>(c, s, std::move(w));
 }

@@ -1,51 +1,70 @@
-// CpuBackend: f32 weights in RAM and the CPU ops of kernels/cpu (OpenBLAS matmuls). The
-// reference forward: the CUDA backend and every CUDA op are checked against it.
+// CpuBackend: the llama forward on the CPU, with the weights kept in their file type. F32, F16
+// and BF16 matrices are typed views into the GGUF mapping (nothing is expanded at load; the
+// pages are read by the kernels and shared with the page cache); types the kernels do not read
+// in place yet (Q8_0) are converted to f32 at load. The reference forward: the CUDA backend and
+// every CUDA op are checked against it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "engine/backend.h"
+#include "kernels/dtype.h"
 
 namespace specchat {
 
+// A weight matrix [n_out, n_in] row-major (PyTorch layout; GGUF ne = {n_in, n_out}) in `type`.
+// `data` points into the model file's mapping or into CpuBackend::Weights::owned.
+struct WeightView {
+  const void* data = nullptr;
+  DType type = DType::f32;
+  int n_out = 0, n_in = 0;
+  size_t bytes() const { return static_cast<size_t>(n_out) * static_cast<size_t>(n_in) * dtype_size(type); }
+};
+
 class CpuBackend final : public Backend {
  public:
-  // Weights as f32 in memory, PyTorch layout: a matrix [n_out, n_in] (GGUF ne = {n_in, n_out}).
+  // Immutable after load.
   struct Weights {
     struct Layer {
-      std::vector<float> attn_norm;     // [d_model]
-      std::vector<float> wq;            // [n_head * head_dim, d_model]
-      std::vector<float> wk, wv;        // [n_head_kv * head_dim, d_model]
-      std::vector<float> wo;            // [d_model, n_head * head_dim]
-      std::vector<float> ffn_norm;      // [d_model]
-      std::vector<float> w_gate, w_up;  // [d_ff, d_model]
-      std::vector<float> w_down;        // [d_model, d_ff]
+      const float* attn_norm = nullptr;  // [d_model]
+      WeightView wq;                     // [n_head * head_dim, d_model]
+      WeightView wk, wv;                 // [n_head_kv * head_dim, d_model]
+      WeightView wo;                     // [d_model, n_head * head_dim]
+      const float* ffn_norm = nullptr;   // [d_model]
+      WeightView w_gate, w_up;           // [d_ff, d_model]
+      WeightView w_down;                 // [d_model, d_ff]
     };
-    std::vector<float> tok_embd;     // [n_vocab, d_model]
-    std::vector<Layer> layers;       // [n_layer]
-    std::vector<float> output_norm;  // [d_model]
-    std::vector<float> output;       // [n_vocab, d_model] (a copy of tok_embd when tied)
-    size_t bytes() const;
+    WeightView tok_embd;                 // [n_vocab, d_model]
+    std::vector<Layer> layers;           // [n_layer]
+    const float* output_norm = nullptr;  // [d_model]
+    WeightView output;                   // [n_vocab, d_model] (== tok_embd when tied)
+    // Storage for tensors not read in place (converted types, random weights), each 64-byte
+    // aligned; the views above point into it or into the file mapping.
+    std::vector<std::unique_ptr<float[]>> owned_f32;
+    std::vector<std::unique_ptr<uint16_t[]>> owned_16;
+    size_t bytes = 0;                    // every distinct tensor, as held
   };
 
   // Takes the weights (shapes checked by the factory) and sizes the scratch for `s`.
   CpuBackend(const ModelConfig& c, const BackendShape& s, Weights w);
 
   BackendKind kind() const override { return BackendKind::cpu; }
-  std::span<const float> forward(const ForwardArgs& a, KvCache& kv) override;
-  MemoryInfo memory(const KvCache& kv) const override;
+  ForwardOut forward(const ForwardArgs& a) override;
+  MemoryInfo memory() const override;
   std::string device_name() const override { return "CPU"; }
 
  private:
   // Activations for the largest batch, allocated once (no allocation in the decode loop).
   struct Scratch {
-    std::vector<float> x, xb, q, k, v, att, gate, up, logits, att_scores;
+    std::vector<float> x, xb, q, k, v, att, gate, up, logits, att_scores, hidden;
     size_t bytes() const;
   };
   ModelConfig cfg_;
   Weights w_;
   Scratch s_;
+  int max_hidden_ = 0;  // hidden-state layers one forward may return (scratch sized for it)
 };
 
 }  // namespace specchat

@@ -71,7 +71,7 @@ struct CudaBackend::Device {
   std::unique_ptr<cuda::Blas> blas;
   void* pool = nullptr;
   size_t pool_bytes = 0;
-  char* host = nullptr;  // pinned: [inputs: in_capacity][logits: max_batch * n_vocab f32]
+  char* host = nullptr;  // pinned: [inputs: in_capacity][logits: max_batch * n_vocab f32][hidden]
   size_t host_bytes = 0;
 
   std::vector<DeviceTensor> tensors;  // canonical order, see tensor_list()
@@ -79,11 +79,14 @@ struct CudaBackend::Device {
   std::vector<Layer> layers;
   size_t weights_bytes = 0;  // sum of tensor sizes (alignment padding not counted)
 
-  float *k_cache = nullptr, *v_cache = nullptr;  // [n_layer][n_ctx][kv_dim] each
+  float *k_cache = nullptr, *v_cache = nullptr;  // [n_seq][n_layer][n_ctx][kv_dim] each
   size_t kv_bytes = 0;
 
   float *x = nullptr, *xb = nullptr, *q = nullptr, *att = nullptr, *gate = nullptr, *up = nullptr;
+  float *kbuf = nullptr, *vbuf = nullptr;  // [max_batch, kv_dim]: K/V rows before they go to their sequences
   float* logits = nullptr;
+  float* hidden = nullptr;  // [n_layer + 1, max_batch, d_model]: requested hidden states
+  size_t hidden_bytes = 0;
   void* mm_scratch = nullptr;
   size_t mm_scratch_bytes = 0;
   void* in_buf = nullptr;  // ids [n], pos [n], visible [n, n_masked] packed per forward
@@ -104,6 +107,8 @@ struct CudaBackend::Device {
     if (stream) cudaStreamDestroy(stream);
   }
   float* host_logits() const { return reinterpret_cast<float*>(host + in_capacity); }
+  float* host_hidden() const { return reinterpret_cast<float*>(host + in_capacity + logits_bytes); }
+  size_t logits_bytes = 0;
 };
 
 namespace {
@@ -184,7 +189,7 @@ std::unique_ptr<Device> open_device(const ModelConfig& c, const BackendShape& s,
       t.p = cv.take<void>(t.bytes());
       d->weights_bytes += t.bytes();
     }
-    const size_t kv_rows = nl * n_ctx * nkv;
+    const size_t kv_rows = static_cast<size_t>(std::max(1, s.n_seq)) * nl * n_ctx * nkv;
     d->k_cache = cv.take<float>(kv_rows * sizeof(float));
     d->v_cache = cv.take<float>(kv_rows * sizeof(float));
     d->kv_bytes = 2 * kv_rows * sizeof(float);
@@ -195,7 +200,11 @@ std::unique_ptr<Device> open_device(const ModelConfig& c, const BackendShape& s,
     d->att = cv.take<float>(B * nq * sizeof(float));
     d->gate = cv.take<float>(B * ff * sizeof(float));
     d->up = cv.take<float>(B * ff * sizeof(float));
+    d->kbuf = cv.take<float>(B * nkv * sizeof(float));
+    d->vbuf = cv.take<float>(B * nkv * sizeof(float));
     d->logits = cv.take<float>(B * nv * sizeof(float));
+    d->hidden_bytes = (nl + 1) * B * dm * sizeof(float);
+    d->hidden = cv.take<float>(d->hidden_bytes);
     d->mm_scratch = cv.take<void>(d->mm_scratch_bytes);
     d->in_buf = cv.take<void>(d->in_capacity);
     d->path = cv.take<int32_t>(B * sizeof(int32_t));
@@ -204,7 +213,8 @@ std::unique_ptr<Device> open_device(const ModelConfig& c, const BackendShape& s,
   Carver measure;
   carve(measure);
   d->pool_bytes = measure.used;
-  d->host_bytes = d->in_capacity + B * nv * sizeof(float);
+  d->logits_bytes = B * nv * sizeof(float);
+  d->host_bytes = d->in_capacity + d->logits_bytes + d->hidden_bytes;
   size_t free_b = 0, total_b = 0;
   cuda::mem_info(&free_b, &total_b);
   if (d->pool_bytes > free_b) {
@@ -268,7 +278,9 @@ void upload(const GgufTensorInfo& src, const DeviceTensor& dst) {
 }  // namespace
 
 CudaBackend::CudaBackend(const ModelConfig& c, const BackendShape& s, std::unique_ptr<Device> dev)
-    : cfg_(c), shape_(s), d_(std::move(dev)) {}
+    : cfg_(c), shape_(s), d_(std::move(dev)) {
+  for (int sq = 0; sq < std::max(1, s.n_seq); ++sq) stores_.push_back(std::make_unique<SeqStore>(*this, sq));
+}
 
 CudaBackend::~CudaBackend() = default;
 
@@ -277,9 +289,15 @@ std::string CudaBackend::device_name() const {
   return i.name + " (sm_" + std::to_string(i.cc_major) + std::to_string(i.cc_minor) + ", " + gib(i.total_bytes) + ")";
 }
 
-size_t CudaBackend::bytes() const { return d_->kv_bytes; }
+size_t CudaBackend::SeqStore::bytes() const { return b_.d_->kv_bytes / static_cast<size_t>(std::max(1, b_.shape_.n_seq)); }
 
-MemoryInfo CudaBackend::memory(const KvCache&) const {
+void CudaBackend::SeqStore::compact(std::span<const int32_t> src_slots, int dst0) { b_.compact(seq_, src_slots, dst0); }
+
+KvRowStore* CudaBackend::row_store(int seq) {
+  return seq >= 0 && seq < static_cast<int>(stores_.size()) ? stores_[static_cast<size_t>(seq)].get() : nullptr;
+}
+
+MemoryInfo CudaBackend::memory() const {
   MemoryInfo m;
   m.on_device = true;
   m.weights_bytes = d_->weights_bytes;
@@ -297,60 +315,94 @@ MemoryInfo CudaBackend::memory(const KvCache&) const {
   return m;
 }
 
-std::span<const float> CudaBackend::forward(const ForwardArgs& a, KvCache&) {
+ForwardOut CudaBackend::forward(const ForwardArgs& a) {
   Device& d = *d_;
   const ModelConfig& c = cfg_;
   const int n = static_cast<int>(a.tokens.size());
   const int n_out = static_cast<int>(a.out_rows.size());
+  const int n_hidden = static_cast<int>(a.hidden_layers.size());
   const int dm = c.d_model, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   const int ff = c.d_ff, nv = c.n_vocab;
+  if (n_hidden > c.n_layer + 1) throw std::invalid_argument("forward: too many hidden-state layers requested");
   const size_t layer_stride = static_cast<size_t>(shape_.n_ctx) * nkv;
+  const size_t seq_stride = static_cast<size_t>(c.n_layer) * layer_stride;
   try {
     SPECCHAT_CUDA_CHECK(cudaSetDevice(d.device));
     cudaStream_t st = d.stream;
-    // Inputs: ids, pos and the mask packed in the pinned buffer, one copy up.
-    const size_t mask_bytes = static_cast<size_t>(n) * static_cast<size_t>(a.n_masked);
+    // Inputs: ids, pos and every segment's mask packed in the pinned buffer, one copy up.
+    size_t mask_bytes = 0;
+    for (const SeqSegment& sg : a.segments) mask_bytes += static_cast<size_t>(sg.n_rows) * static_cast<size_t>(sg.n_masked);
     const size_t in_bytes = 2 * static_cast<size_t>(n) * sizeof(int32_t) + mask_bytes;
     int32_t* h_ids = reinterpret_cast<int32_t*>(d.host);
     std::memcpy(h_ids, a.tokens.data(), static_cast<size_t>(n) * sizeof(int32_t));
     std::memcpy(h_ids + n, a.pos.data(), static_cast<size_t>(n) * sizeof(int32_t));
-    std::memcpy(reinterpret_cast<uint8_t*>(h_ids + 2 * n), a.visible, mask_bytes);
+    {
+      uint8_t* m = reinterpret_cast<uint8_t*>(h_ids + 2 * n);
+      for (const SeqSegment& sg : a.segments) {
+        const size_t nb = static_cast<size_t>(sg.n_rows) * static_cast<size_t>(sg.n_masked);
+        std::memcpy(m, sg.visible, nb);
+        m += nb;
+      }
+    }
     SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(d.in_buf, d.host, in_bytes, cudaMemcpyHostToDevice, st));
     const int32_t* ids = static_cast<const int32_t*>(d.in_buf);
     const int32_t* pos = ids + n;
-    const uint8_t* vis = reinterpret_cast<const uint8_t*>(ids + 2 * n);
+    const uint8_t* vis0 = reinterpret_cast<const uint8_t*>(ids + 2 * n);
 
     auto mm = [&](const float* x, const DeviceTensor* w, float* y, int rows, int n_in, int n_o) {
       cuda::matmul(*d.blas, x, w->p, w->dtype, y, rows, n_in, n_o, d.mm_scratch, d.mm_scratch_bytes, st);
     };
+    // Hidden rows of layer il (or the final norm, from `src` already gathered by out row).
+    auto save_hidden = [&](int il, const float* src, bool gathered) {
+      for (int h = 0; h < n_hidden; ++h) {
+        if (a.hidden_layers[static_cast<size_t>(h)] != il) continue;
+        float* dst = d.hidden + static_cast<size_t>(h) * n_out * dm;
+        for (int j = 0; j < n_out; ++j) {
+          const size_t r = gathered ? static_cast<size_t>(j) : static_cast<size_t>(a.out_rows[static_cast<size_t>(j)]);
+          SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(dst + static_cast<size_t>(j) * dm, src + r * dm, sizeof(float) * dm,
+                                              cudaMemcpyDeviceToDevice, st));
+        }
+      }
+    };
     cuda::embedding_gather(d.tok_embd->p, d.tok_embd->dtype, ids, d.x, n, dm, st);
     for (int il = 0; il < c.n_layer; ++il) {
       const Device::Layer& l = d.layers[static_cast<size_t>(il)];
-      float* kl = d.k_cache + static_cast<size_t>(il) * layer_stride;
-      float* vl = d.v_cache + static_cast<size_t>(il) * layer_stride;
-      float* kc = kl + static_cast<size_t>(a.kv_pos0) * nkv;  // the batch's rows, contiguous
-      float* vc = vl + static_cast<size_t>(a.kv_pos0) * nkv;
       cuda::rmsnorm(d.x, static_cast<const float*>(l.attn_norm->p), d.xb, n, dm, c.norm_eps, st);
       mm(d.xb, l.wq, d.q, n, dm, nq);
-      mm(d.xb, l.wk, kc, n, dm, nkv);
-      mm(d.xb, l.wv, vc, n, dm, nkv);
+      mm(d.xb, l.wk, d.kbuf, n, dm, nkv);
+      mm(d.xb, l.wv, d.vbuf, n, dm, nkv);
       cuda::rope(d.q, pos, n, c.n_head, hd, c.rope_theta, st);
-      cuda::rope(kc, pos, n, c.n_head_kv, hd, c.rope_theta, st);
-      cuda::AttentionArgs at{};
-      at.q = d.q;
-      at.k_cache = kl;
-      at.v_cache = vl;
-      at.kv_stride = nkv;
-      at.kv_pos0 = a.kv_pos0;
-      at.n_prefix = a.n_prefix;
-      at.n_tokens = n;
-      at.n_head = c.n_head;
-      at.n_head_kv = c.n_head_kv;
-      at.head_dim = hd;
-      at.visible = vis;
-      at.out = d.att;
-      at.scratch = nullptr;
-      cuda::attention(at, st);
+      cuda::rope(d.kbuf, pos, n, c.n_head_kv, hd, c.rope_theta, st);
+      // Per sequence: its rows (contiguous slots) into its cache, then attention over its own
+      // slots only.
+      const uint8_t* vis = vis0;
+      for (const SeqSegment& sg : a.segments) {
+        float* kl = d.k_cache + static_cast<size_t>(sg.seq) * seq_stride + static_cast<size_t>(il) * layer_stride;
+        float* vl = d.v_cache + static_cast<size_t>(sg.seq) * seq_stride + static_cast<size_t>(il) * layer_stride;
+        const size_t rows_bytes = static_cast<size_t>(sg.n_rows) * nkv * sizeof(float);
+        SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(kl + static_cast<size_t>(sg.kv_pos0) * nkv,
+                                            d.kbuf + static_cast<size_t>(sg.row0) * nkv, rows_bytes,
+                                            cudaMemcpyDeviceToDevice, st));
+        SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(vl + static_cast<size_t>(sg.kv_pos0) * nkv,
+                                            d.vbuf + static_cast<size_t>(sg.row0) * nkv, rows_bytes,
+                                            cudaMemcpyDeviceToDevice, st));
+        cuda::AttentionArgs at{};
+        at.q = d.q + static_cast<size_t>(sg.row0) * nq;
+        at.k_cache = kl;
+        at.v_cache = vl;
+        at.kv_stride = nkv;
+        at.kv_pos0 = sg.kv_pos0;
+        at.n_prefix = sg.n_prefix;
+        at.n_tokens = sg.n_rows;
+        at.n_head = c.n_head;
+        at.n_head_kv = c.n_head_kv;
+        at.head_dim = hd;
+        at.visible = vis;
+        at.out = d.att + static_cast<size_t>(sg.row0) * nq;
+        at.scratch = nullptr;
+        cuda::attention(at, st);
+        vis += static_cast<size_t>(sg.n_rows) * static_cast<size_t>(sg.n_masked);
+      }
       mm(d.att, l.wo, d.xb, n, nq, dm);
       cuda::add_inplace(d.x, d.xb, static_cast<int64_t>(n) * dm, st);
       cuda::rmsnorm(d.x, static_cast<const float*>(l.ffn_norm->p), d.xb, n, dm, c.norm_eps, st);
@@ -359,38 +411,50 @@ std::span<const float> CudaBackend::forward(const ForwardArgs& a, KvCache&) {
       cuda::swiglu(d.gate, d.up, d.gate, static_cast<int64_t>(n) * ff, st);
       mm(d.gate, l.w_down, d.xb, n, ff, dm);
       cuda::add_inplace(d.x, d.xb, static_cast<int64_t>(n) * dm, st);
+      if (n_hidden > 0) save_hidden(il, d.x, false);
     }
     // Final norm and output projection only for the requested rows; a contiguous run of rows
     // (the usual case: all rows, or the last) is one launch.
     float* h_logits = d.host_logits();
+    float* h_hidden = d.host_hidden();
     if (n_out > 0) {
       const float* onorm = static_cast<const float*>(d.output_norm->p);
       bool contiguous = true;
-      for (int j = 1; j < n_out; ++j) contiguous = contiguous && a.out_rows[j] == a.out_rows[0] + j;
+      for (int j = 1; j < n_out; ++j) contiguous = contiguous && a.out_rows[static_cast<size_t>(j)] == a.out_rows[0] + j;
       if (contiguous) {
         cuda::rmsnorm(d.x + static_cast<size_t>(a.out_rows[0]) * dm, onorm, d.xb, n_out, dm, c.norm_eps, st);
       } else {
         for (int j = 0; j < n_out; ++j) {
-          cuda::rmsnorm(d.x + static_cast<size_t>(a.out_rows[j]) * dm, onorm,
+          cuda::rmsnorm(d.x + static_cast<size_t>(a.out_rows[static_cast<size_t>(j)]) * dm, onorm,
                         d.xb + static_cast<size_t>(j) * dm, 1, dm, c.norm_eps, st);
         }
       }
+      if (n_hidden > 0) save_hidden(kHiddenFinalNorm, d.xb, true);
       mm(d.xb, d.output, d.logits, n_out, dm, nv);
       SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(h_logits, d.logits, static_cast<size_t>(n_out) * nv * sizeof(float),
                                           cudaMemcpyDeviceToHost, st));
+      if (n_hidden > 0) {
+        SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(h_hidden, d.hidden,
+                                            static_cast<size_t>(n_hidden) * n_out * dm * sizeof(float),
+                                            cudaMemcpyDeviceToHost, st));
+      }
     }
     // Also guards the pinned staging buffer: the next forward may overwrite it.
     SPECCHAT_CUDA_CHECK(cudaStreamSynchronize(st));
-    return {h_logits, static_cast<size_t>(n_out) * nv};
+    ForwardOut out;
+    out.logits = {h_logits, static_cast<size_t>(n_out) * nv};
+    out.hidden = {h_hidden, static_cast<size_t>(n_hidden) * n_out * dm};
+    return out;
   } catch (const cuda::CudaError& e) {
     throw BackendError(std::string("CUDA forward failed: ") + e.what());
   }
 }
 
-void CudaBackend::compact(std::span<const int32_t> src_slots, int dst0) {
+void CudaBackend::compact(int seq, std::span<const int32_t> src_slots, int dst0) {
   Device& d = *d_;
   const int nkv = cfg_.n_head_kv * cfg_.head_dim;
   const int64_t layer_stride = static_cast<int64_t>(shape_.n_ctx) * nkv;
+  const size_t seq_off = static_cast<size_t>(seq) * static_cast<size_t>(cfg_.n_layer) * static_cast<size_t>(layer_stride);
   const int n = static_cast<int>(src_slots.size());
   cpu::check_kv_path(src_slots.data(), n, dst0);
   const int B = std::max(1, shape_.max_batch);
@@ -402,8 +466,8 @@ void CudaBackend::compact(std::span<const int32_t> src_slots, int dst0) {
       std::memcpy(d.host, src_slots.data() + c0, static_cast<size_t>(m) * sizeof(int32_t));
       SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(d.path, d.host, static_cast<size_t>(m) * sizeof(int32_t),
                                           cudaMemcpyHostToDevice, d.stream));
-      cuda::kv_compact(d.k_cache, cfg_.n_layer, layer_stride, nkv, nkv, d.path, m, dst0 + c0, d.stream);
-      cuda::kv_compact(d.v_cache, cfg_.n_layer, layer_stride, nkv, nkv, d.path, m, dst0 + c0, d.stream);
+      cuda::kv_compact(d.k_cache + seq_off, cfg_.n_layer, layer_stride, nkv, nkv, d.path, m, dst0 + c0, d.stream);
+      cuda::kv_compact(d.v_cache + seq_off, cfg_.n_layer, layer_stride, nkv, nkv, d.path, m, dst0 + c0, d.stream);
       SPECCHAT_CUDA_CHECK(cudaStreamSynchronize(d.stream));  // before the staging is reused
     }
   } catch (const cuda::CudaError& e) {

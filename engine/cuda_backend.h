@@ -5,24 +5,27 @@
 //   weights      token_embd, output (shared when tied), per layer attn_norm, wq, wk, wv, wo,
 //                ffn_norm, w_gate, w_up, w_down; matrices in their file dtype (F16/BF16; F32
 //                and Q8_0 matrices are converted to F16 on upload), norm vectors f32
-//   kv           K then V, each f32 [n_layer][n_ctx][n_head_kv * head_dim] (the host layout)
+//   kv           K then V, each f32 [n_seq][n_layer][n_ctx][n_head_kv * head_dim] (per sequence
+//                the host layout)
 //   activations  x, xb [max_batch, d_model]; q, att [max_batch, n_head * head_dim];
-//                gate, up [max_batch, d_ff]; logits [max_batch, n_vocab]; the matmul's
+//                gate, up [max_batch, d_ff]; kbuf, vbuf [max_batch, n_head_kv * head_dim];
+//                logits [max_batch, n_vocab]; hidden [n_layer + 1, max_batch, d_model]; the matmul's
 //                converted-input scratch [max_batch, max(d_model, n_head·head_dim, d_ff)] f16
 //   inputs       ids, pos [max_batch] int32 and the mask [max_batch, n_ctx + max_batch] uint8,
 //                uploaded with one copy per forward; the compaction path [max_batch] int32
 // plus a pinned host staging buffer (inputs out, logits back) and cuBLAS' 32 MiB workspace, both
-// allocated at load. A forward allocates nothing. K is written by the Q/K/V matmul straight into
-// its cache rows and rotated there (no copy).
+// allocated at load. A forward allocates nothing. K and V rows are computed for the whole batch,
+// rotated, then copied to each sequence's slots (one device copy per sequence and layer).
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "engine/backend.h"
 
 namespace specchat {
 
-class CudaBackend final : public Backend, public KvRowStore {
+class CudaBackend final : public Backend {
  public:
   struct Device;  // CUDA state (stream, cuBLAS, pool), defined in cuda_backend.cpp
 
@@ -31,18 +34,29 @@ class CudaBackend final : public Backend, public KvRowStore {
   ~CudaBackend() override;
 
   BackendKind kind() const override { return BackendKind::cuda; }
-  std::span<const float> forward(const ForwardArgs& a, KvCache& kv) override;
-  KvRowStore* row_store() override { return this; }
-  MemoryInfo memory(const KvCache& kv) const override;
+  ForwardOut forward(const ForwardArgs& a) override;
+  KvRowStore* row_store(int seq) override;
+  MemoryInfo memory() const override;
   std::string device_name() const override;
 
-  void compact(std::span<const int32_t> src_slots, int dst0) override;
-  size_t bytes() const override;
-
  private:
+  // Sequence seq's K/V rows in the device pool.
+  class SeqStore final : public KvRowStore {
+   public:
+    SeqStore(CudaBackend& b, int seq) : b_(b), seq_(seq) {}
+    void compact(std::span<const int32_t> src_slots, int dst0) override;
+    size_t bytes() const override;
+
+   private:
+    CudaBackend& b_;
+    int seq_;
+  };
+  // Path compaction within sequence seq (KvRowStore::compact's contract).
+  void compact(int seq, std::span<const int32_t> src_slots, int dst0);
   ModelConfig cfg_;
   BackendShape shape_;
   std::unique_ptr<Device> d_;
+  std::vector<std::unique_ptr<SeqStore>> stores_;  // [n_seq]
 };
 
 }  // namespace specchat

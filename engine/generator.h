@@ -99,6 +99,10 @@ class GenerationError : public std::runtime_error {
   std::string kind_;
 };
 
+class Engine;
+
+// One request at a time over an Engine (engine/runtime/engine.h): the blocking call the CLI,
+// the calibration and the tests use. Requests of several callers at once go to the Engine.
 class Generator {
  public:
   // `target` must outlive the generator; `draft` may be null (then only the n-gram drafter or
@@ -107,20 +111,19 @@ class Generator {
   Generator(LlamaModel& target, LlamaModel* draft);
   ~Generator();
 
-  // Runs one request. The KV caches keep the longest prefix shared with the previous request
-  // (multi-turn reuse). Throws GenerationError for an empty prompt or one that does not fit
-  // the context with room for one token. `cancel` may be null.
+  // Runs one request to its end. The KV caches keep the longest prefix shared with the
+  // previous request (multi-turn reuse). Throws GenerationError for an empty prompt or one
+  // that does not fit the context with room for one token. `cancel` may be null.
   GenerationResult generate(const GenerateRequest& req, const TokenCallback& on_token = {},
                             const std::atomic<bool>* cancel = nullptr);
 
-  LlamaModel& target() { return target_; }
-  LlamaModel* draft() { return draft_; }
+  LlamaModel& target();
+  LlamaModel* draft();
+  // Forgets the cached prefixes (the next request is a cold run).
+  void clear_cache();
 
  private:
-  LlamaModel& target_;
-  LlamaModel* draft_;
-  struct State;
-  std::unique_ptr<State> st_;
+  std::unique_ptr<Engine> engine_;
 };
 
 }  // namespace specchat

@@ -25,16 +25,20 @@ Batch Batch::chain(std::span<const int32_t> toks, int start, bool all_logits) {
 LlamaModel::~LlamaModel() = default;
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Options& opt) {
-  GgufFile f = GgufFile::open(path);
+  auto file = std::make_unique<GgufFile>(GgufFile::open(path));
+  const GgufFile& f = *file;
   std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->file_ = std::move(file);
   m->path_ = path;
   m->cfg_ = ModelConfig::from_gguf(f);
   m->vocab_ = Vocab::from_gguf(f);
   m->cfg_.n_vocab = m->vocab_.size();
   const int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : m->cfg_.n_ctx_train;
-  const BackendShape shape{n_ctx, std::max(1, opt.max_batch), opt.n_threads, opt.device};
+  const BackendShape shape{n_ctx, std::max(1, opt.n_seq), std::max(1, opt.max_batch), opt.n_threads, opt.device};
   m->backend_ = opt.backend == BackendKind::cuda ? make_cuda_backend(f, m->cfg_, shape)
                                                  : make_cpu_backend(f, m->cfg_, shape);
+  // CUDA copied what it needs; the CPU backend reads the mapping for the model's lifetime.
+  if (opt.backend == BackendKind::cuda) m->file_.reset();
   m->finish_init(opt, n_ctx);
   return m;
 }
@@ -75,7 +79,7 @@ std::unique_ptr<LlamaModel> LlamaModel::random(const ModelConfig& cfg, const Opt
   m->path_ = "<random seed " + std::to_string(seed) + ">";
   m->cfg_ = c;
   m->vocab_ = synthetic_vocab(c.n_vocab);
-  const BackendShape shape{n_ctx, std::max(1, opt.max_batch), opt.n_threads, opt.device};
+  const BackendShape shape{n_ctx, std::max(1, opt.n_seq), std::max(1, opt.max_batch), opt.n_threads, opt.device};
   m->backend_ = opt.backend == BackendKind::cuda ? make_cuda_backend_random(c, shape, seed)
                                                  : make_cpu_backend_random(c, shape, seed);
   m->finish_init(opt, n_ctx);
@@ -84,85 +88,146 @@ std::unique_ptr<LlamaModel> LlamaModel::random(const ModelConfig& cfg, const Opt
 
 void LlamaModel::finish_init(const Options& opt, int n_ctx) {
   max_batch_ = std::max(1, opt.max_batch);
+  n_ctx_ = n_ctx;
+  const int n_seq = std::max(1, opt.n_seq);
   const int kv_dim = cfg_.n_head_kv * cfg_.head_dim;
-  KvRowStore* store = backend_->row_store();
-  kv_ = store ? KvCache(cfg_.n_layer, n_ctx, kv_dim, store) : KvCache(cfg_.n_layer, n_ctx, kv_dim);
+  kv_.reserve(static_cast<size_t>(n_seq));
+  for (int sq = 0; sq < n_seq; ++sq) {
+    KvRowStore* store = backend_->row_store(sq);
+    kv_.push_back(store ? KvCache(cfg_.n_layer, n_ctx, kv_dim, store) : KvCache(cfg_.n_layer, n_ctx, kv_dim));
+  }
   const size_t B = static_cast<size_t>(max_batch_);
   visible_.resize(B * (static_cast<size_t>(n_ctx) + B));
+  segs_.reserve(static_cast<size_t>(n_seq));
+  tokens_.reserve(B);
+  pos_.reserve(B);
+  out_rows_.reserve(B);
 }
 
 MemoryInfo LlamaModel::memory() const {
-  MemoryInfo m = backend_->memory(kv_);
-  if (!m.on_device) m.activation_bytes += visible_.size();  // host mask; CUDA counts its own copy
+  MemoryInfo m = backend_->memory();
+  if (!m.on_device) {  // host rows: the caches hold them; CUDA counts its own pool and mask copy
+    m.kv_bytes = 0;
+    for (const KvCache& kv : kv_) m.kv_bytes += kv.bytes();
+    m.activation_bytes += visible_.size();
+  }
   return m;
 }
 
-std::span<const float> LlamaModel::sync_cache(std::span<const int32_t> ctx, int upto, bool want_logits) {
-  if (upto <= 0 || upto > static_cast<int>(ctx.size()) || upto > kv_.n_ctx()) {
+std::span<const float> LlamaModel::sync_cache(std::span<const int32_t> ctx, int upto, bool want_logits, int seq) {
+  KvCache& kv = this->kv(seq);
+  if (upto <= 0 || upto > static_cast<int>(ctx.size()) || upto > kv.n_ctx()) {
     throw std::invalid_argument("sync_cache: upto out of range");
   }
-  int keep = std::min(kv_.common_prefix(ctx.first(static_cast<size_t>(upto))), want_logits ? upto - 1 : upto);
-  kv_.truncate(keep);
+  int keep = std::min(kv.common_prefix(ctx.first(static_cast<size_t>(upto))), want_logits ? upto - 1 : upto);
+  kv.truncate(keep);
   std::span<const float> logits;
   while (keep < upto) {
     const int len = std::min(upto - keep, max_batch_);
     const auto part = ctx.subspan(static_cast<size_t>(keep), static_cast<size_t>(len));
-    logits = forward(Batch::chain(part, keep, false));
-    kv_.commit(part);
+    Batch b = Batch::chain(part, keep, false);
+    b.seq = seq;
+    logits = forward(b);
+    kv.commit(part);
     keep += len;
   }
   return want_logits ? logits : std::span<const float>();
 }
 
 std::span<const float> LlamaModel::forward(const Batch& b) {
+  const Batch* one[1] = {&b};
+  return forward(one).logits;
+}
+
+ForwardOut LlamaModel::forward(std::span<const Batch* const> batches, std::span<const int32_t> hidden_layers) {
   const ModelConfig& c = cfg_;
-  const int n = static_cast<int>(b.tokens.size());
-  if (n == 0) throw std::invalid_argument("forward: empty batch");
-  if (n > max_batch_) throw std::invalid_argument("forward: batch larger than max_batch");
-  if (b.pos.size() != b.tokens.size() || b.parent.size() != b.tokens.size()) {
-    throw std::invalid_argument("forward: tokens/pos/parent sizes differ");
-  }
-  if (b.kv_pos0 < 0 || b.kv_pos0 + n > kv_.n_ctx()) {
-    throw std::invalid_argument("forward: batch does not fit the KV cache (n_ctx " +
-                                std::to_string(kv_.n_ctx()) + ")");
-  }
-  const int n_prefix = b.n_prefix < 0 ? b.kv_pos0 : b.n_prefix;
-  if (n_prefix > b.kv_pos0) throw std::invalid_argument("forward: n_prefix past kv_pos0");
-  if (!b.parent_slot.empty() && b.parent_slot.size() != b.tokens.size()) {
-    throw std::invalid_argument("forward: parent_slot size differs from tokens");
-  }
-  // Slot links and the visibility mask (tree attention): token i sees the shared prefix,
-  // itself and its ancestors, in this batch or in earlier tree slots. Built here for every
-  // backend, so CPU and GPU see the same mask.
-  const int n_masked = b.kv_pos0 + n - n_prefix;
-  std::fill(visible_.begin(), visible_.begin() + static_cast<size_t>(n) * n_masked, 0);
-  for (int i = 0; i < n; ++i) {
-    const int32_t t = b.tokens[i];
-    if (t < 0 || t >= c.n_vocab) throw std::invalid_argument("forward: token id out of range");
-    if (b.parent[i] >= i || b.parent[i] < -1) throw std::invalid_argument("forward: bad parent link");
-    const int32_t ps = b.parent_slot.empty() ? -1 : b.parent_slot[i];
-    if (ps != -1 && (b.parent[i] != -1 || ps < n_prefix || ps >= b.kv_pos0)) {
-      throw std::invalid_argument("forward: bad parent_slot link");
+  if (batches.empty()) throw std::invalid_argument("forward: empty batch");
+  for (int32_t h : hidden_layers) {
+    if (h != kHiddenFinalNorm && (h < 0 || h >= c.n_layer)) {
+      throw std::invalid_argument("forward: hidden-state layer " + std::to_string(h) + " out of range");
     }
-    const int slot = b.kv_pos0 + i;
-    kv_.set_slot_parent(slot, b.parent[i] >= 0 ? b.kv_pos0 + b.parent[i] : ps);
-    uint8_t* vis = visible_.data() + static_cast<size_t>(i) * n_masked;
-    for (int sl = slot; sl >= n_prefix; sl = kv_.slot_parent(sl)) vis[sl - n_prefix] = 1;
   }
-  for (int r : b.out_rows) {
-    if (r < 0 || r >= n) throw std::invalid_argument("forward: out_rows index out of range");
+  size_t total = 0, total_out = 0;
+  for (const Batch* bp : batches) {
+    total += bp->tokens.size();
+    total_out += bp->out_rows.size();
   }
-  // Both backends hold logits for at most max_batch rows.
-  if (b.out_rows.size() > static_cast<size_t>(max_batch_)) throw std::invalid_argument("forward: more out_rows than max_batch");
+  if (total > static_cast<size_t>(max_batch_)) throw std::invalid_argument("forward: batch larger than max_batch");
+  if (total_out > static_cast<size_t>(max_batch_)) throw std::invalid_argument("forward: more out_rows than max_batch");
+  segs_.clear();
+  tokens_.clear();
+  pos_.clear();
+  out_rows_.clear();
+  size_t mask_off = 0;
+  for (const Batch* bp : batches) {
+    const Batch& b = *bp;
+    const int n = static_cast<int>(b.tokens.size());
+    if (n == 0) throw std::invalid_argument("forward: empty batch");
+    if (b.seq < 0 || b.seq >= n_seq()) {
+      throw std::invalid_argument("forward: sequence " + std::to_string(b.seq) + " out of range (n_seq " +
+                                  std::to_string(n_seq()) + ")");
+    }
+    for (const SeqSegment& sg : segs_) {
+      if (sg.seq == b.seq) throw std::invalid_argument("forward: two batches for one sequence");
+    }
+    KvCache& kv = kv_[static_cast<size_t>(b.seq)];
+    if (b.pos.size() != b.tokens.size() || b.parent.size() != b.tokens.size()) {
+      throw std::invalid_argument("forward: tokens/pos/parent sizes differ");
+    }
+    if (b.kv_pos0 < 0 || b.kv_pos0 + n > kv.n_ctx()) {
+      throw std::invalid_argument("forward: batch does not fit the KV cache (n_ctx " + std::to_string(kv.n_ctx()) + ")");
+    }
+    const int n_prefix = b.n_prefix < 0 ? b.kv_pos0 : b.n_prefix;
+    if (n_prefix > b.kv_pos0) throw std::invalid_argument("forward: n_prefix past kv_pos0");
+    if (!b.parent_slot.empty() && b.parent_slot.size() != b.tokens.size()) {
+      throw std::invalid_argument("forward: parent_slot size differs from tokens");
+    }
+    // Slot links and the visibility mask (tree attention): token i sees the shared prefix,
+    // itself and its ancestors, in this batch or in earlier tree slots. Built here for every
+    // backend, so CPU and GPU see the same mask.
+    const int n_masked = b.kv_pos0 + n - n_prefix;
+    uint8_t* mask = visible_.data() + mask_off;
+    std::fill(mask, mask + static_cast<size_t>(n) * n_masked, 0);
+    for (int i = 0; i < n; ++i) {
+      const int32_t t = b.tokens[static_cast<size_t>(i)];
+      if (t < 0 || t >= c.n_vocab) throw std::invalid_argument("forward: token id out of range");
+      const int32_t par = b.parent[static_cast<size_t>(i)];
+      if (par >= i || par < -1) throw std::invalid_argument("forward: bad parent link");
+      const int32_t ps = b.parent_slot.empty() ? -1 : b.parent_slot[static_cast<size_t>(i)];
+      if (ps != -1 && (par != -1 || ps < n_prefix || ps >= b.kv_pos0)) {
+        throw std::invalid_argument("forward: bad parent_slot link");
+      }
+      const int slot = b.kv_pos0 + i;
+      kv.set_slot_parent(slot, par >= 0 ? b.kv_pos0 + par : ps);
+      uint8_t* vis = mask + static_cast<size_t>(i) * n_masked;
+      for (int sl = slot; sl >= n_prefix; sl = kv.slot_parent(sl)) vis[sl - n_prefix] = 1;
+    }
+    const int row0 = static_cast<int>(tokens_.size());
+    for (int r : b.out_rows) {
+      if (r < 0 || r >= n) throw std::invalid_argument("forward: out_rows index out of range");
+      out_rows_.push_back(row0 + r);
+    }
+    tokens_.insert(tokens_.end(), b.tokens.begin(), b.tokens.end());
+    pos_.insert(pos_.end(), b.pos.begin(), b.pos.end());
+    SeqSegment sg;
+    sg.seq = b.seq;
+    sg.row0 = row0;
+    sg.n_rows = n;
+    sg.kv_pos0 = b.kv_pos0;
+    sg.n_prefix = n_prefix;
+    sg.n_masked = n_masked;
+    sg.visible = mask;
+    sg.kv = &kv;
+    segs_.push_back(sg);
+    mask_off += static_cast<size_t>(n) * n_masked;
+  }
   ForwardArgs a;
-  a.tokens = b.tokens;
-  a.pos = b.pos;
-  a.out_rows = b.out_rows;
-  a.kv_pos0 = b.kv_pos0;
-  a.n_prefix = n_prefix;
-  a.n_masked = n_masked;
-  a.visible = visible_.data();
-  return backend_->forward(a, kv_);
+  a.tokens = tokens_;
+  a.pos = pos_;
+  a.out_rows = out_rows_;
+  a.segments = segs_;
+  a.hidden_layers = hidden_layers;
+  return backend_->forward(a);
 }
 
 }  // namespace specchat

@@ -1,6 +1,8 @@
-// A loaded llama-architecture model: config, vocabulary, KV cache bookkeeping and a Backend
-// (backend.h: CPU f32 or CUDA) that runs the forward over a batch of tokens with explicit
-// positions and tree/causal masking. The mask is built here, on the host, for every backend.
+// A loaded llama-architecture model: immutable weights (a Backend: CPU views into the file
+// mapping, or CUDA), the vocabulary, and a pool of n_seq KV caches sized at load, one per
+// sequence. One forward runs rows of several sequences together (each row sees only its own
+// sequence's slots), with explicit positions and tree/causal masking, and returns logits and,
+// on request, hidden states. The mask is built here, on the host, for every backend.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@ namespace specchat {
 // cache slot in [n_prefix, kv_pos0) written by an earlier forward, whose own ancestors are
 // followed through the cache's slot links. A chain has parent[i] = i − 1.
 struct Batch {
+  int seq = 0;                       // the sequence (KV pool slot, [0, n_seq)) these rows belong to
   std::vector<int32_t> tokens;
   std::vector<int32_t> pos;
   std::vector<int32_t> parent;
@@ -43,14 +46,16 @@ struct Batch {
 class LlamaModel {
  public:
   struct Options {
-    int n_ctx = 0;      // KV cache length in tokens; 0 = the model's n_ctx_train
+    int n_ctx = 0;      // KV cache length in tokens per sequence; 0 = the model's n_ctx_train
+    int n_seq = 1;      // sequences in the KV pool (each gets n_ctx slots, allocated at load)
     int max_batch = 128;  // largest Batch the forward accepts (scratch is sized up front)
     int n_threads = 0;  // BLAS / op threads; 0 = all cores
     BackendKind backend = BackendKind::cpu;  // where weights, KV rows and the forward live
     int device = 0;     // CUDA device ordinal (backend == cuda)
   };
 
-  // Loads a GGUF file. CPU: F32, F16, BF16 and Q8_0 weights are converted to f32 in memory.
+  // Loads a GGUF file. CPU: F32, F16 and BF16 matrices are read in place from the mapping
+  // (kept open by the model); Q8_0 ones are converted to f32.
   // CUDA: F16/BF16 matrices are uploaded as they are, F32 and Q8_0 ones converted to F16.
   // Throws GgufError (malformed file, names the file), ModelError (not a llama model; with
   // backend cuda: "no CUDA device: <why>" or out of device memory), VocabError (no usable
@@ -70,28 +75,38 @@ class LlamaModel {
   const ModelConfig& config() const { return cfg_; }
   const Vocab& vocab() const { return vocab_; }
   const std::string& path() const { return path_; }
-  int n_ctx() const { return kv_.n_ctx(); }
+  int n_ctx() const { return n_ctx_; }
+  int n_seq() const { return static_cast<int>(kv_.size()); }
   int max_batch() const { return max_batch_; }
-  KvCache& kv() { return kv_; }
-  const KvCache& kv() const { return kv_; }
+  // The KV cache of sequence `seq` ([0, n_seq); std::out_of_range otherwise).
+  KvCache& kv(int seq = 0) { return kv_.at(static_cast<size_t>(seq)); }
+  const KvCache& kv(int seq = 0) const { return kv_.at(static_cast<size_t>(seq)); }
 
-  // Runs the batch, writes K/V rows into the cache at slots kv_pos0 .. kv_pos0 + n_tokens - 1
-  // and returns logits [out_rows.size(), n_vocab] (a view into scratch, valid until the next
-  // call). Throws std::invalid_argument when the batch does not fit (n_tokens > max_batch,
-  // slots past n_ctx, bad parent link, token id out of range).
+  // Runs the batch, writes K/V rows into sequence batch.seq's cache at slots kv_pos0 ..
+  // kv_pos0 + n_tokens - 1 and returns logits [out_rows.size(), n_vocab] (a view into scratch,
+  // valid until the next call). Throws std::invalid_argument when the batch does not fit
+  // (n_tokens > max_batch, slots past n_ctx, bad parent link, token id out of range, seq out
+  // of range).
   std::span<const float> forward(const Batch& batch);
 
-  // Brings the cache to hold exactly ctx[0, upto) (0 < upto <= ctx.size() <= n_ctx): keeps the
-  // longest prefix it already shares with ctx and feeds the rest in chunks of max_batch. With
-  // `want_logits` at least the last token ctx[upto − 1] is fed and its logits [n_vocab] are
-  // returned (valid until the next forward); otherwise returns an empty span.
-  std::span<const float> sync_cache(std::span<const int32_t> ctx, int upto, bool want_logits);
+  // One forward over several sequences' batches (at most one batch per sequence; their rows
+  // together at most max_batch). Returns logits [Σ out_rows, n_vocab], batch by batch in the
+  // given order, and the hidden states [hidden_layers.size(), Σ out_rows, d_model] of the
+  // requested layers (il in [0, n_layer): the residual stream after layer il;
+  // kHiddenFinalNorm: the final norm's output). Same errors as forward(Batch).
+  ForwardOut forward(std::span<const Batch* const> batches, std::span<const int32_t> hidden_layers = {});
+
+  // Brings sequence seq's cache to hold exactly ctx[0, upto) (0 < upto <= ctx.size() <= n_ctx):
+  // keeps the longest prefix it already shares with ctx and feeds the rest in chunks of
+  // max_batch. With `want_logits` at least the last token ctx[upto − 1] is fed and its logits
+  // [n_vocab] are returned (valid until the next forward); otherwise returns an empty span.
+  std::span<const float> sync_cache(std::span<const int32_t> ctx, int upto, bool want_logits, int seq = 0);
 
   // Bytes held per component (weights as held by the backend, KV cache, activations incl. the
   // mask buffer) and, on CUDA, device memory used/total (cudaMemGetInfo, whole device).
   MemoryInfo memory() const;
   size_t weight_bytes() const { return memory().weights_bytes; }
-  size_t kv_bytes() const { return kv_.bytes(); }
+  size_t kv_bytes() const { return memory().kv_bytes; }
   BackendKind backend_kind() const { return backend_->kind(); }
   // "CPU" or the GPU's name.
   std::string device_name() const { return backend_->device_name(); }
@@ -104,9 +119,13 @@ class LlamaModel {
   Vocab vocab_;
   std::string path_;
   int max_batch_ = 0;
-  std::unique_ptr<Backend> backend_;  // declared before kv_: kv_ may point at its row store
-  KvCache kv_;
-  std::vector<uint8_t> visible_;  // [max_batch, n_ctx] tree mask of the current forward
+  int n_ctx_ = 0;
+  std::unique_ptr<GgufFile> file_;    // the mapping the CPU backend's weight views read
+  std::unique_ptr<Backend> backend_;  // declared before kv_: kv_ may point at its row stores
+  std::vector<KvCache> kv_;           // [n_seq]
+  std::vector<uint8_t> visible_;      // [max_batch, n_ctx + max_batch] tree masks of the current forward
+  std::vector<SeqSegment> segs_;      // [n_seq] at most, reserved at load
+  std::vector<int32_t> tokens_, pos_, out_rows_;  // [max_batch] concatenated rows
 };
 
 }  // namespace specchat

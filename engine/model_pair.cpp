@@ -32,6 +32,7 @@ ModelPair ModelPair::load(const PairOptions& opt) {
   LlamaModel::Options mo;
   mo.n_ctx = opt.n_ctx;
   mo.n_threads = opt.n_threads;
+  mo.n_seq = opt.n_seq;
   mo.backend = opt.backend;
   mp.target = LlamaModel::load(tpath, mo);
   if (!opt.draft_path.empty()) {
@@ -39,6 +40,7 @@ ModelPair ModelPair::load(const PairOptions& opt) {
       LlamaModel::Options dopt;
       dopt.n_ctx = mp.target->n_ctx();
       dopt.n_threads = opt.n_threads;
+      dopt.n_seq = opt.n_seq;
       dopt.backend = opt.draft_backend;
       mp.draft = LlamaModel::load(opt.draft_path, dopt);
     } catch (const GgufError& e) {

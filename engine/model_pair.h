@@ -18,6 +18,7 @@ struct PairOptions {
   std::string draft_path;      // empty = no draft model
   int n_ctx = 0;               // 0 = target's n_ctx_train
   int n_threads = 0;           // BLAS threads; 0 = all cores
+  int n_seq = 1;               // sequences decoded together (KV pool of both models; Engine capacity)
   BackendKind backend = BackendKind::cpu;        // target's backend
   BackendKind draft_backend = BackendKind::cpu;  // draft's backend (may differ: measured choice)
 };

@@ -27,6 +27,9 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
   cmd.add_option("--out", o.out, "write the full report as JSON here");
+  cmd.add_option("--concurrency", o.concurrency,
+                 "decode this many prompts at once (one Engine, batched verification) against one at a time")
+      ->check(CLI::Range(1, 64));
 }
 
 namespace {
@@ -43,7 +46,9 @@ struct Totals {
   double decode_ms = 0;
 };
 
-std::vector<std::pair<std::string, std::string>> load_prompts(const std::string& path, int max_prompts) {
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::string& path, int max_prompts) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open prompts file " + path);
   const json j = json::parse(in);
@@ -58,9 +63,8 @@ std::vector<std::pair<std::string, std::string>> load_prompts(const std::string&
   return out;
 }
 
-}  // namespace
-
 int cmd_bench(BenchOptions& o) {
+  if (o.concurrency > 0) return cmd_bench_concurrency(o);
   CommonOptions& c = o.common;
   PairOptions po;
   po.target_path = c.model;
@@ -68,7 +72,7 @@ int cmd_bench(BenchOptions& o) {
   po.n_threads = c.threads;
   ModelPair pair = ModelPair::load(po);
   const std::string prompts_path = o.prompts.empty() ? std::string(SPECCHAT_SOURCE_DIR) + "/tests/data/heldout_prompts.json" : o.prompts;
-  const auto prompts = load_prompts(prompts_path, o.max_prompts);
+  const auto prompts = load_bench_prompts(prompts_path, o.max_prompts);
 
   auto make = [&](const std::string& family, int budget, const std::string& tree, int depth, int branch,
                   const std::string& drafter) {

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/cli/options.h"
@@ -17,13 +18,25 @@ struct BenchOptions {
   std::vector<int> budgets = {4, 8, 16, 32, 64};
   std::vector<int> chain_ks = {1, 2, 3, 4, 6, 8};
   std::string out;                    // optional JSON report path
+  int concurrency = 0;                // > 0: aggregate tokens/s of this many sequences at once vs 1
 };
 
 void add_bench_options(CLI::App& cmd, BenchOptions& o);
+
+// (kind, text) pairs from a held-out prompts JSON ({"prompts": [{"kind", "text"}]}), story and
+// chat prompts alternating, at most max_prompts. Throws std::runtime_error when unreadable.
+std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::string& path, int max_prompts);
 
 // Runs every configuration on every prompt, interleaved per prompt (so machine noise hits all
 // alike), checks token identity with the baseline at T = 0, prints a table, and writes the JSON
 // report when asked. Returns 0, or 1 when any configuration differed from baseline at T = 0.
 int cmd_bench(BenchOptions& o);
+
+// `bench --concurrency N`: groups of N prompts decoded together by one Engine (one batched
+// target forward per step) against the same prompts one at a time, interleaved per group, for
+// baseline and the chains of --chain-k. Prints aggregate decode tokens/s (all sequences' tokens
+// over the decode wall time) and the ratio; checks that every sequence's tokens equal its
+// single-sequence run at T = 0. Returns 0, or 1 on a difference.
+int cmd_bench_concurrency(BenchOptions& o);
 
 }  // namespace specchat::cli

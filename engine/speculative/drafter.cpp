@@ -42,17 +42,17 @@ std::vector<std::pair<double, int32_t>> top_k_logprobs(std::span<const float> lo
 }  // namespace
 
 std::span<const float> ModelDrafter::feed_context(std::span<const int32_t> ctx) {
-  return m_.sync_cache(ctx, static_cast<int>(ctx.size()), true);
+  return m_.sync_cache(ctx, static_cast<int>(ctx.size()), true, seq_);
 }
 
 void ModelDrafter::sync(std::span<const int32_t> ctx) {
   // Prefill all but the last token (propose feeds the last one for its logits).
   const int n = static_cast<int>(ctx.size());
-  if (n >= 2 && n <= m_.n_ctx()) m_.sync_cache(ctx, n - 1, false);
+  if (n >= 2 && n <= m_.n_ctx()) m_.sync_cache(ctx, n - 1, false, seq_);
 }
 
 void ModelDrafter::accepted(const DraftTree& tree, std::span<const int32_t> path) {
-  KvCache& kv = m_.kv();
+  KvCache& kv = m_.kv(seq_);
   if (fed_base_ < 0 || fed_base_ != kv.size() || fed_slot_.size() != tree.nodes.size()) return;
   std::vector<int32_t> rel, ids;
   for (int32_t v : path) {
@@ -94,8 +94,10 @@ DraftTree ModelDrafter::propose_chain(std::span<const int32_t> ctx, int k, const
     if (i + 1 == k) break;
     // Committed to the draft's cache: accepted drafts are reused by the next step.
     const int32_t one[1] = {t};
-    logits = m_.forward(Batch::chain(one, n + i, false));
-    m_.kv().commit(one);
+    Batch b = Batch::chain(one, n + i, false);
+    b.seq = seq_;
+    logits = m_.forward(b);
+    m_.kv(seq_).commit(one);
   }
   // Greedy drafts are the argmax (q one-hot); sampled drafts were drawn from q.
   return DraftTree::chain(toks, std::move(qs),
@@ -108,12 +110,14 @@ namespace {
 // forward (each sees the context, its ancestors and itself) and returns their logits.
 struct TreeFeeder {
   LlamaModel& m;
+  int seq;                      // the sequence (draft KV pool slot) drafting
   int n;                        // committed context length: slots [0, n) are shared
   std::vector<int32_t> slot;    // per tree node: its draft slot once fed, −1 before
   int next_slot;
 
   std::span<const float> feed(const DraftTree& t, const std::vector<int32_t>& nodes) {
     Batch b;
+    b.seq = seq;
     b.kv_pos0 = next_slot;
     b.n_prefix = n;
     for (int32_t v : nodes) {
@@ -164,7 +168,7 @@ DraftTree ModelDrafter::propose_dynamic(std::span<const int32_t> ctx, const Tree
   const int room = m_.n_ctx() - n;
   DraftTree all;
   for (const auto& [lp, tok] : top_k_logprobs(feed_context(ctx), K)) all.add(tok, -1, lp);
-  TreeFeeder f{m_, n, std::vector<int32_t>(), n};
+  TreeFeeder f{m_, seq_, n, std::vector<int32_t>(), n};
   std::vector<int32_t> level(all.nodes.size());
   std::iota(level.begin(), level.end(), 0);
   for (int d = 2; d <= D && !level.empty(); ++d) {
@@ -187,7 +191,7 @@ DraftTree ModelDrafter::propose_dynamic(std::span<const int32_t> ctx, const Tree
     }
     level = std::move(next);
   }
-  m_.kv().truncate(n);  // tree rows stay until accepted() keeps the accepted path's
+  m_.kv(seq_).truncate(n);  // tree rows stay until accepted() keeps the accepted path's
   f.slot.resize(all.nodes.size(), -1);
   DraftTree kept = keep_best(all, max_nodes, f.slot);
   fed_slot_ = std::move(f.slot);
@@ -204,7 +208,7 @@ DraftTree ModelDrafter::propose_static(std::span<const int32_t> ctx, const TreeB
   // parent's draft distribution. Nodes of the shape whose parent was cut are skipped.
   DraftTree t;
   std::vector<int32_t> made(static_cast<size_t>(n_shape), -1);
-  TreeFeeder f{m_, n, std::vector<int32_t>(), n};
+  TreeFeeder f{m_, seq_, n, std::vector<int32_t>(), n};
   std::vector<std::vector<std::pair<double, int32_t>>> ranked;  // per tree slot (0 = root)
   int max_rank = 0;
   for (int i = 0; i < n_shape; ++i) max_rank = std::max(max_rank, b.shape_rank[static_cast<size_t>(i)] + 1);
@@ -247,7 +251,7 @@ DraftTree ModelDrafter::propose_static(std::span<const int32_t> ctx, const TreeB
       made[static_cast<size_t>(i)] = t.add(cand[static_cast<size_t>(rank)].second, parent, base + cand[static_cast<size_t>(rank)].first);
     }
   }
-  m_.kv().truncate(n);  // tree rows stay until accepted() keeps the accepted path's
+  m_.kv(seq_).truncate(n);  // tree rows stay until accepted() keeps the accepted path's
   f.slot.resize(t.nodes.size(), -1);
   fed_slot_ = std::move(f.slot);
   fed_base_ = n;

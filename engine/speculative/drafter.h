@@ -46,10 +46,11 @@ class Drafter {
 // A small llama model drafting autoregressively (Leviathan et al. 2023) as a chain, a dynamic
 // tree (EAGLE-2, Li et al. 2024: expand the top-K frontier nodes by cumulative draft
 // log-probability for D steps, rerank, keep the best N), or a static optimal tree shape
-// (Sequoia). Its KV cache keeps the longest prefix it shares with each new context.
+// (Sequoia). It drafts in sequence `seq` of the draft model's KV pool, whose cache keeps the
+// longest prefix it shares with each new context.
 class ModelDrafter : public Drafter {
  public:
-  explicit ModelDrafter(LlamaModel& model) : m_(model) {}
+  explicit ModelDrafter(LlamaModel& model, int seq = 0) : m_(model), seq_(seq) {}
   void sync(std::span<const int32_t> ctx) override;
   DraftTree propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
                     const SamplingParams& params, Rng& rng) override;
@@ -66,6 +67,7 @@ class ModelDrafter : public Drafter {
   DraftTree propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes,
                            const SamplingParams& params);
   LlamaModel& m_;
+  int seq_;
   // Draft-cache slot of each node of the last tree (−1 = never fed), and the committed length
   // the tree was drafted after (−1 = nothing to compact, e.g. chains, which commit as they go).
   std::vector<int32_t> fed_slot_;

@@ -193,3 +193,89 @@ TEST_CASE("GPU memory accounting: weights as in the file, KV cache, device total
   CHECK_FALSE(m->kv().host_rows());
   CHECK_THROWS_AS(m->kv().k(0, 0), std::logic_error);
 }
+
+TEST_CASE("GPU: several sequences in one forward match the CPU and each sequence alone", "[cuda][backend][batch]") {
+  LlamaModel::Options o;
+  o.n_seq = 3;
+  auto cpu = LlamaModel::load(target_path(), o);
+  o.backend = BackendKind::cuda;
+  auto gpu = LlamaModel::load(target_path(), o);
+  const std::vector<int32_t> pa = prompt(17), pb = prompt(5), pc = prompt(30);
+  // Prefill the three sequences (different lengths), then one step with a chain, a tree and a
+  // single row from the three sequences in one forward.
+  for (auto* m : {cpu.get(), gpu.get()}) {
+    m->sync_cache(pa, 16, false, 0);
+    m->sync_cache(pb, 4, false, 1);
+    m->sync_cache(pc, 29, false, 2);
+  }
+  Batch a = Batch::chain(std::vector<int32_t>{pa[16], 40, 41}, 16, true);
+  a.seq = 0;
+  Batch b;  // a tree after pb
+  b.seq = 1;
+  b.tokens = {pb[4], 100, 200, 300};
+  b.parent = {-1, 0, 0, 1};
+  b.pos = {4, 5, 5, 6};
+  b.kv_pos0 = 4;
+  b.out_rows = {3, 0, 2};
+  Batch c = Batch::chain(std::vector<int32_t>{pc[29]}, 29, true);
+  c.seq = 2;
+  const Batch* all[3] = {&a, &b, &c};
+  const std::vector<int32_t> layers = {2, kHiddenFinalNorm};
+  const ForwardOut oc = cpu->forward(all, layers);
+  const std::vector<float> want(oc.logits.begin(), oc.logits.end()), want_h(oc.hidden.begin(), oc.hidden.end());
+  const ForwardOut og = gpu->forward(all, layers);
+  CHECK(norm_err(og.logits, want) <= kTolF16);
+  REQUIRE(og.hidden.size() == want_h.size());
+  CHECK(norm_err(og.hidden, want_h) <= kTolF16);
+  const std::vector<float> together(og.logits.begin(), og.logits.end());
+  // Each sequence alone on the GPU: the same logits up to the matmul's batch shape.
+  const size_t nv = static_cast<size_t>(gpu->config().n_vocab);
+  size_t row = 0;
+  for (const Batch* bp : all) {
+    const auto alone = gpu->forward(*bp);
+    const std::vector<float> want_alone(alone.begin(), alone.end());
+    INFO("sequence " << bp->seq);
+    CHECK(norm_err(std::span<const float>(together).subspan(row * nv, want_alone.size()), want_alone) <= 1e-3);
+    row += bp->out_rows.size();
+  }
+  // Memory: the pool holds n_seq caches.
+  const ModelConfig& cf = gpu->config();
+  CHECK(gpu->memory().kv_bytes ==
+        size_t{3} * 2 * cf.n_layer * gpu->n_ctx() * cf.n_head_kv * cf.head_dim * sizeof(float));
+}
+
+TEST_CASE("GPU: per-sequence KV compaction leaves the other sequences untouched", "[cuda][backend][batch]") {
+  LlamaModel::Options o;
+  o.n_seq = 2;
+  o.backend = BackendKind::cuda;
+  auto m = LlamaModel::load(target_path(), o);
+  auto ref = LlamaModel::load(target_path(), o);
+  const std::vector<int32_t> p0 = prompt(12), p1 = prompt(9);
+  m->sync_cache(p0, 12, false, 0);
+  m->sync_cache(p1, 9, false, 1);
+  Batch t;  // tree in sequence 1, keep nodes 0, 2
+  t.seq = 1;
+  t.tokens = {100, 200, 300};
+  t.parent = {-1, 0, 0};
+  t.pos = {9, 10, 10};
+  t.kv_pos0 = 9;
+  m->forward(t);
+  const std::vector<int32_t> path = {0, 2}, kept = {100, 300};
+  m->kv(1).keep_path(path, kept);
+  // Sequence 0 continues as if nothing happened; sequence 1 as if the path had been fed.
+  for (int sq : {0, 1}) {
+    std::vector<int32_t> full = sq == 0 ? p0 : p1;
+    if (sq == 1) full.insert(full.end(), kept.begin(), kept.end());
+    const int32_t next[1] = {55};
+    Batch nb = Batch::chain(next, m->kv(sq).size(), false);
+    nb.seq = sq;
+    const auto lm = m->forward(nb);
+    const std::vector<float> got(lm.begin(), lm.end());
+    full.push_back(55);
+    ref->kv(0).truncate(0);
+    const auto lr = ref->forward(Batch::chain(full, 0, false));
+    const std::vector<float> want(lr.begin(), lr.end());
+    INFO("sequence " << sq);
+    CHECK(norm_err(got, want) <= 1e-3);
+  }
+}

@@ -1,0 +1,111 @@
+// `specchat-cli bench --concurrency N`: aggregate decode throughput of N sequences stepped
+// together by one Engine against the same prompts one at a time.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/bench.h"
+#include "engine/model_pair.h"
+#include "engine/runtime/engine.h"
+
+namespace specchat::cli {
+
+using nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Tally {
+  long tokens = 0;
+  double decode_s = 0;  // wall time from the last prefill to the last token
+  long identical = 0, runs = 0;
+  double tps() const { return decode_s > 0 ? tokens / decode_s : 0; }
+};
+
+// Submits every request (prefill happens in submit), then steps until all finish; returns the
+// results in order and adds the decode wall time to `t`.
+std::vector<GenerationResult> run_together(Engine& e, const std::vector<GenerateRequest>& reqs, Tally& t) {
+  e.clear_cache();
+  std::vector<Engine::SeqId> ids;
+  for (const GenerateRequest& r : reqs) ids.push_back(e.submit(r));
+  const auto t0 = Clock::now();
+  while (e.step() > 0) {
+  }
+  t.decode_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<GenerationResult> out;
+  for (auto id : ids) {
+    out.push_back(e.take(id));
+    t.tokens += out.back().stats.n_generated;
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_bench_concurrency(BenchOptions& o) {
+  CommonOptions& c = o.common;
+  const int n_conc = o.concurrency;
+  PairOptions po;
+  po.target_path = c.model;
+  po.draft_path = c.draft == "bundled" ? bundled_draft_path() : c.draft;
+  po.n_threads = c.threads;
+  po.n_seq = n_conc;
+  ModelPair pair = ModelPair::load(po);
+  const std::string prompts_path =
+      o.prompts.empty() ? std::string(SPECCHAT_SOURCE_DIR) + "/tests/data/heldout_prompts.json" : o.prompts;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& [kind, text] : load_bench_prompts(prompts_path, o.max_prompts)) {
+    auto ids = kind == "chat" ? pair.encode_chat({{"user", text}}) : pair.encode_prompt(text);
+    if (static_cast<int>(ids.size()) + c.n + 64 < pair.target->n_ctx()) prompts.push_back(std::move(ids));
+  }
+  if (prompts.size() < static_cast<size_t>(n_conc)) {
+    throw std::runtime_error("bench --concurrency " + std::to_string(n_conc) + " needs at least that many prompts (" +
+                             std::to_string(prompts.size()) + " fit)");
+  }
+  Engine e(*pair.target, pair.draft.get());
+  std::vector<int> ks = {0};
+  for (int k : o.chain_ks) ks.push_back(k);
+  json rows = json::array();
+  bool all_identical = true;
+  std::printf("%-12s %12s %12s %8s %9s\n", "config", "1 seq tok/s", "N seq tok/s", "ratio", "identical");
+  for (int k : ks) {
+    Tally one, many;
+    // Groups of N prompts; per group: N at once, then each alone (interleaved, so machine noise
+    // hits both alike).
+    for (size_t g = 0; g + static_cast<size_t>(n_conc) <= prompts.size(); g += static_cast<size_t>(n_conc)) {
+      std::vector<GenerateRequest> reqs;
+      for (int i = 0; i < n_conc; ++i) {
+        GenerateRequest r = make_request(c, prompts[g + static_cast<size_t>(i)], k);
+        reqs.push_back(std::move(r));
+      }
+      const auto together = run_together(e, reqs, many);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        const auto alone = run_together(e, {reqs[i]}, one);
+        const bool same = alone[0].tokens == together[i].tokens;
+        ++many.runs;
+        many.identical += same ? 1 : 0;
+        if (c.temp <= 0 && !same) all_identical = false;
+      }
+      std::fprintf(stderr, "\r%s: group %zu", k == 0 ? "baseline" : ("chain k=" + std::to_string(k)).c_str(),
+                   g / static_cast<size_t>(n_conc) + 1);
+    }
+    std::fprintf(stderr, "\n");
+    const std::string name = k == 0 ? "baseline" : "chain k=" + std::to_string(k);
+    const double ratio = one.tps() > 0 ? many.tps() / one.tps() : 0;
+    std::printf("%-12s %12.1f %12.1f %7.2fx %5ld/%ld\n", name.c_str(), one.tps(), many.tps(), ratio, many.identical,
+                many.runs);
+    rows.push_back({{"config", name}, {"draft_k", k}, {"concurrency", n_conc}, {"tokens_per_s_1", one.tps()},
+                    {"tokens_per_s_n", many.tps()}, {"ratio", ratio}, {"tokens", many.tokens},
+                    {"identical", many.identical}, {"runs", many.runs}});
+  }
+  if (!o.out.empty()) {
+    std::ofstream out(o.out);
+    out << json{{"prompts", prompts.size()}, {"n", c.n}, {"concurrency", n_conc}, {"temperature", c.temp}, {"rows", rows}}.dump(1)
+        << "\n";
+  }
+  return all_identical ? 0 : 1;
+}
+
+}  // namespace specchat::cli

@@ -1,0 +1,332 @@
+#include "engine/runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "engine/model.h"
+#include "engine/runtime/emitter.h"
+#include "engine/speculative/acceptance.h"
+#include "engine/speculative/drafter.h"
+#include "engine/speculative/ngram_drafter.h"
+
+namespace specchat {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+}  // namespace
+
+// The drafters of one KV slot: a model drafter drafts in the same slot of the draft's pool.
+struct Engine::Slot {
+  std::unique_ptr<ModelDrafter> model_drafter;
+  NgramDrafter ngram_drafter;
+  bool busy = false;
+};
+
+// One request's state between steps.
+struct Engine::Seq {
+  Seq(SeqId id_, int slot_, const GenerateRequest& r, TokenCallback cb_, const std::atomic<bool>* c, const Vocab& v)
+      : id(id_), slot(slot_), req(r), cb(std::move(cb_)), cancel(c), rng(r.sampling.seed), choices(rng),
+        em(v, req, cb, res) {}
+  SeqId id;
+  int slot;
+  GenerateRequest req;
+  TokenCallback cb;
+  const std::atomic<bool>* cancel;
+  Rng rng;
+  RngChoices choices;
+  GenerationResult res;
+  Emitter em;  // refers to req, cb and res above
+  Drafter* drafter = nullptr;
+  TreeBudget budget;
+  std::vector<int32_t> ctx;  // prompt + emitted tokens
+  Clock::time_point t_start, t_decode;
+  bool running = true;
+  bool done = false;
+  std::exception_ptr error;
+  // This step's draft tree, verification batch and the rows of its logits in the forward.
+  DraftTree tree;
+  Batch verify;
+  std::vector<Distribution> p;  // [rows] processed target distributions, buffers reused per step
+  SamplerScratch scratch;
+  std::vector<int32_t> keep_rows, keep_ids;
+};
+
+Engine::Engine(LlamaModel& target, LlamaModel* draft) : target_(target), draft_(draft) {
+  const int n = target.n_seq();
+  if (draft && draft->n_seq() < n) {
+    throw std::invalid_argument("Engine: the draft model has " + std::to_string(draft->n_seq()) +
+                                " sequences, the target " + std::to_string(n));
+  }
+  for (int i = 0; i < n; ++i) {
+    auto s = std::make_unique<Slot>();
+    if (draft) s->model_drafter = std::make_unique<ModelDrafter>(*draft, i);
+    slots_.push_back(std::move(s));
+  }
+}
+
+Engine::~Engine() = default;
+
+int Engine::capacity() const { return static_cast<int>(slots_.size()); }
+
+int Engine::n_active() const {
+  int n = 0;
+  for (const auto& s : seqs_) n += s->done ? 0 : 1;
+  return n;
+}
+
+Engine::Seq* Engine::find(SeqId id) const {
+  for (const auto& s : seqs_) {
+    if (s->id == id) return s.get();
+  }
+  return nullptr;
+}
+
+bool Engine::finished(SeqId id) const {
+  const Seq* s = find(id);
+  return s && s->done;
+}
+
+Engine::SeqId Engine::submit(const GenerateRequest& req, TokenCallback on_token, const std::atomic<bool>* cancel) {
+  const auto t_start = Clock::now();
+  const int n_ctx = target_.n_ctx();
+  const int n_prompt = static_cast<int>(req.prompt.size());
+  if (n_prompt == 0) throw GenerationError("empty_prompt", "the prompt has no tokens");
+  if (n_prompt > n_ctx) {
+    throw GenerationError("prompt_too_long",
+                          "prompt has " + std::to_string(n_prompt) + " tokens, context is " + std::to_string(n_ctx));
+  }
+  for (int32_t t : req.prompt) {
+    if (t < 0 || t >= target_.config().n_vocab) {
+      throw GenerationError("bad_token", "prompt token id " + std::to_string(t) + " out of range");
+    }
+  }
+  // The free slot whose cache shares the longest prefix with the prompt (lowest index on ties).
+  int slot = -1, best = -1;
+  for (int i = 0; i < capacity(); ++i) {
+    if (slots_[static_cast<size_t>(i)]->busy) continue;
+    const int common = target_.kv(i).common_prefix(req.prompt);
+    if (common > best) {
+      best = common;
+      slot = i;
+    }
+  }
+  if (slot < 0) {
+    throw GenerationError("engine_full", "all " + std::to_string(capacity()) + " sequences are busy");
+  }
+  auto sp = std::make_unique<Seq>(next_id_++, slot, req, std::move(on_token), cancel, target_.vocab());
+  Seq& s = *sp;
+  s.t_start = t_start;
+  GenerationStats& st = s.res.stats;
+  st.n_prompt = n_prompt;
+  // The drafter of this request: none when draft_k is 0, or the model drafter has no model.
+  Slot& sl = *slots_[static_cast<size_t>(slot)];
+  if (req.spec.draft_k > 0) {
+    if (req.spec.drafter == DrafterKind::ngram) s.drafter = &sl.ngram_drafter;
+    else if (sl.model_drafter) s.drafter = sl.model_drafter.get();
+  }
+  s.budget = req.spec.effective_budget();
+  st.accepted_hist.assign(static_cast<size_t>(s.drafter ? std::max(1, s.budget.depth) : 0) + 1, 0);
+  s.ctx = req.prompt;
+  s.ctx.reserve(s.ctx.size() + static_cast<size_t>(std::max(0, req.max_tokens)) + 1);
+  // The target's cache holds all of ctx but the last token, which each step's verification
+  // batch starts with.
+  st.n_prompt_cached = std::min(target_.kv(slot).common_prefix(s.ctx), n_prompt - 1);
+  if (n_prompt > 1) target_.sync_cache(s.ctx, n_prompt - 1, false, slot);
+  else target_.kv(slot).truncate(0);
+  if (s.drafter) s.drafter->sync(s.ctx);
+  st.prefill_ms = ms_since(t_start);
+  s.t_decode = Clock::now();
+  s.running = req.max_tokens > 0;
+  if (!s.running) s.res.finish = FinishReason::length;
+  sl.busy = true;
+  seqs_.push_back(std::move(sp));
+  if (!s.running) retire(s);
+  return s.id;
+}
+
+void Engine::retire(Seq& s) {
+  GenerationStats& st = s.res.stats;
+  if (!s.error) s.em.finish();  // a failed sequence releases nothing more
+  st.n_generated = static_cast<int>(s.res.tokens.size());
+  st.n_accepted = 0;
+  for (uint8_t d : s.res.drafted) st.n_accepted += d;
+  st.decode_ms = ms_since(s.t_decode);
+  if (st.ttft_ms == 0) st.ttft_ms = ms_since(s.t_start);
+  // Keep in the caches exactly the prompt and the kept tokens (nothing past a stop or EOS).
+  std::vector<int32_t> final_ctx = s.req.prompt;
+  final_ctx.insert(final_ctx.end(), s.res.tokens.begin(), s.res.tokens.end());
+  KvCache& kv = target_.kv(s.slot);
+  kv.truncate(kv.common_prefix(final_ctx));
+  if (draft_) draft_->kv(s.slot).truncate(draft_->kv(s.slot).common_prefix(final_ctx));
+  s.done = true;
+  slots_[static_cast<size_t>(s.slot)]->busy = false;
+}
+
+int Engine::step() {
+  // Propose: every active sequence drafts its tree and builds its verification batch.
+  std::vector<Seq*> ready;
+  const int n_ctx = target_.n_ctx();
+  for (const auto& sp : seqs_) {
+    Seq& s = *sp;
+    if (s.done) continue;
+    if (s.cancel && s.cancel->load()) {
+      s.res.finish = FinishReason::cancelled;
+      retire(s);
+      continue;
+    }
+    const int n = static_cast<int>(s.ctx.size());
+    if (n > n_ctx) {  // the last token has no KV slot left
+      s.res.finish = FinishReason::context_full;
+      retire(s);
+      continue;
+    }
+    GenerationStats& st = s.res.stats;
+    try {
+      // At most n_ctx - n nodes fit behind the last token, and at most max_batch - 1 in one
+      // verification forward.
+      const auto t0 = Clock::now();
+      s.tree = DraftTree();
+      const int room = std::min(n_ctx - n, target_.max_batch() - 1);
+      if (s.drafter && room > 0) s.tree = s.drafter->propose(s.ctx, s.budget, room, s.req.sampling, s.rng);
+      st.draft_ms += ms_since(t0);
+    } catch (...) {
+      s.error = std::current_exception();
+      retire(s);
+      continue;
+    }
+    if (s.drafter && s.tree.empty()) ++st.n_empty_drafts;
+    const int n_nodes = s.tree.size();
+    st.n_drafted += n_nodes;
+    // [last committed token, tree nodes] with tree attention.
+    Batch& v = s.verify;
+    v.seq = s.slot;
+    v.tokens.assign(1, s.ctx.back());
+    v.pos.assign(1, n - 1);
+    v.parent.assign(1, -1);
+    v.out_rows.assign(1, 0);
+    v.kv_pos0 = n - 1;
+    for (int i = 0; i < n_nodes; ++i) {
+      const DraftNode& nd = s.tree.nodes[static_cast<size_t>(i)];
+      v.tokens.push_back(nd.token);
+      v.pos.push_back(n - 1 + nd.depth);
+      v.parent.push_back(nd.parent + 1);
+      v.out_rows.push_back(i + 1);
+    }
+    ready.push_back(&s);
+  }
+  // Verify: as few target forwards as max_batch allows (one in the usual case).
+  std::vector<Seq*> group;
+  int rows = 0;
+  for (Seq* s : ready) {
+    const int r = static_cast<int>(s->verify.tokens.size());
+    if (!group.empty() && rows + r > target_.max_batch()) {
+      verify_group(group);
+      group.clear();
+      rows = 0;
+    }
+    group.push_back(s);
+    rows += r;
+  }
+  if (!group.empty()) verify_group(group);
+  return n_active();
+}
+
+void Engine::verify_group(std::vector<Seq*>& group) {
+  std::vector<const Batch*> batches;
+  batches.reserve(group.size());
+  for (Seq* s : group) batches.push_back(&s->verify);
+  const auto t0 = Clock::now();
+  ForwardOut out;
+  try {
+    out = target_.forward(batches);
+  } catch (...) {
+    for (Seq* s : group) {
+      s->error = std::current_exception();
+      retire(*s);
+    }
+    return;
+  }
+  const double verify_ms = ms_since(t0);
+  const size_t nv = static_cast<size_t>(target_.config().n_vocab);
+  size_t row = 0;
+  for (Seq* sp : group) {
+    Seq& s = *sp;
+    GenerationStats& st = s.res.stats;
+    const int n_nodes = s.tree.size();
+    const auto logits = out.logits.subspan(row * nv, static_cast<size_t>(n_nodes + 1) * nv);
+    row += static_cast<size_t>(n_nodes) + 1;
+    st.verify_ms += verify_ms;
+    ++st.n_steps;
+    try {
+      // NaN/inf weights or activations make every comparison false and argmax silently 0.
+      if (!std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); })) {
+        throw GenerationError("non_finite_logits", "the target model produced NaN or infinite logits (" +
+                                                       target_.path() + "): the weights are damaged");
+      }
+      // Accept.
+      const auto t1 = Clock::now();
+      if (s.p.size() < static_cast<size_t>(n_nodes) + 1) s.p.resize(static_cast<size_t>(n_nodes) + 1);
+      for (int i = 0; i <= n_nodes; ++i) {
+        process_logits(logits.subspan(static_cast<size_t>(i) * nv, nv), s.req.sampling, s.p[static_cast<size_t>(i)],
+                       s.scratch);
+      }
+      const std::span<const Distribution> p(s.p.data(), static_cast<size_t>(n_nodes) + 1);
+      const TreeOutcome oc = accept_tree(s.tree, p, s.req.sampling.greedy(), s.choices);
+      const int n_acc = static_cast<int>(oc.path.size());
+      if (static_cast<size_t>(n_acc) < st.accepted_hist.size()) st.accepted_hist[static_cast<size_t>(n_acc)]++;
+      st.sample_ms += ms_since(t1);
+      // Commit: the target's cache keeps [last, accepted path] (rows moved into place); the new
+      // last token is fed by the next step.
+      s.keep_rows.assign(1, 0);
+      s.keep_ids.assign(1, s.ctx.back());
+      for (int32_t v : oc.path) {
+        s.keep_rows.push_back(v + 1);
+        s.keep_ids.push_back(s.tree.nodes[static_cast<size_t>(v)].token);
+      }
+      target_.kv(s.slot).keep_path(s.keep_rows, s.keep_ids);
+      if (s.drafter) s.drafter->accepted(s.tree, oc.path);
+      const int step = st.n_steps - 1;
+      st.decode_ms = ms_since(s.t_decode);  // running value for TokenEvent::stats
+      for (int i = 0; i <= n_acc && s.running; ++i) {
+        const bool drafted = i < n_acc;
+        const int32_t id = drafted ? s.keep_ids[static_cast<size_t>(i) + 1] : oc.next_token;
+        const size_t before = s.res.tokens.size();
+        s.running = s.em.push(id, drafted, step);
+        if (s.res.tokens.size() > before) s.ctx.push_back(id);
+      }
+      if (st.ttft_ms == 0 && !s.res.tokens.empty()) st.ttft_ms = ms_since(s.t_start);
+    } catch (...) {
+      s.error = std::current_exception();
+      s.running = false;
+    }
+    if (!s.running) retire(s);
+  }
+}
+
+void Engine::run_until_finished(SeqId id) {
+  if (!find(id)) throw std::invalid_argument("Engine: unknown sequence " + std::to_string(id));
+  while (!finished(id)) step();
+}
+
+GenerationResult Engine::take(SeqId id) {
+  auto it = std::find_if(seqs_.begin(), seqs_.end(), [&](const auto& s) { return s->id == id; });
+  if (it == seqs_.end()) throw std::invalid_argument("Engine: unknown sequence " + std::to_string(id));
+  if (!(*it)->done) throw std::invalid_argument("Engine: sequence " + std::to_string(id) + " has not finished");
+  std::unique_ptr<Seq> s = std::move(*it);
+  seqs_.erase(it);
+  if (s->error) std::rethrow_exception(s->error);
+  return std::move(s->res);
+}
+
+void Engine::clear_cache() {
+  for (int i = 0; i < capacity(); ++i) {
+    if (slots_[static_cast<size_t>(i)]->busy) continue;
+    target_.kv(i).truncate(0);
+    if (draft_) draft_->kv(i).truncate(0);
+  }
+}
+
+}  // namespace specchat

@@ -1,0 +1,87 @@
+// Engine: steps many sequences of one target (and optional draft) model together.
+//
+// Runtime shape (ARCHITECTURE.md §3): the weights are immutable and shared; every request is a
+// sequence with its own KV slots from the models' pools (LlamaModel::Options::n_seq), its own
+// drafter state, sampler, statistics and cancel flag. Each step drafts for every active
+// sequence, verifies all their draft trees in ONE target forward (tree attention per sequence)
+// and accepts per sequence. Requests join (submit) and leave (finish, cancel) between steps:
+// continuous batching. Baseline decoding is the same step with an empty draft.
+//
+// Output per sequence is exactly what decoding it alone gives: the forward of a row depends on
+// its own sequence only (the CPU kernels are batch-invariant, cpu::linear), and each sequence
+// has its own RNG seeded from its request.
+//
+// Not thread-safe: one thread calls submit/step/take (the GUI's engine thread, the CLI, the
+// server's scheduler). Callbacks run on that thread, inside step().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include "engine/generator.h"
+
+namespace specchat {
+
+class LlamaModel;
+
+class Engine {
+ public:
+  using SeqId = int64_t;
+
+  // `target` (and `draft`, which may be null) must outlive the engine. Sequences: the target's
+  // n_seq; a draft model needs at least as many (else ModelError-free refusal:
+  // std::invalid_argument). The draft's vocabulary must already have been checked.
+  Engine(LlamaModel& target, LlamaModel* draft);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Most sequences active at once (the KV pool size).
+  int capacity() const;
+  int n_active() const;
+
+  // Adds a request: validates it, takes a free KV slot (the one whose cache shares the longest
+  // prefix with the prompt, so a conversation's next turn reuses its KV rows), and prefills the
+  // target and the drafter. `on_token` runs inside later step() calls; `cancel` (may be null)
+  // is read before each step. Throws GenerationError ("empty_prompt", "prompt_too_long",
+  // "bad_token", "engine_full" when every slot is busy); nothing is kept on a throw.
+  SeqId submit(const GenerateRequest& req, TokenCallback on_token = {}, const std::atomic<bool>* cancel = nullptr);
+
+  // One decode step for every active sequence (see the header comment). Verification rows of
+  // all sequences go into one target forward, split in several only when they exceed the
+  // target's max_batch. Returns the number of sequences still active.
+  int step();
+
+  // Steps until sequence `id` has finished (other sequences advance too).
+  void run_until_finished(SeqId id);
+
+  bool finished(SeqId id) const;
+  // Takes a finished sequence's result (once) and frees its handle. Rethrows the error that
+  // ended it (GenerationError "non_finite_logits", BackendError, ...). std::invalid_argument
+  // for an unknown or unfinished id.
+  GenerationResult take(SeqId id);
+
+  // Forgets every idle slot's cached prefix, in the target and the draft (cold runs).
+  void clear_cache();
+
+  LlamaModel& target() { return target_; }
+  LlamaModel* draft() { return draft_; }
+
+ private:
+  struct Seq;
+  Seq* find(SeqId id) const;
+  void verify_group(std::vector<Seq*>& group);
+  void retire(Seq& s);
+
+  LlamaModel& target_;
+  LlamaModel* draft_;
+  struct Slot;
+  std::vector<std::unique_ptr<Slot>> slots_;     // [capacity]: per-slot drafters
+  std::vector<std::unique_ptr<Seq>> seqs_;       // active and finished-but-not-taken
+  SeqId next_id_ = 1;
+};
+
+}  // namespace specchat

@@ -1,0 +1,34 @@
+// Small-batch matrix product with weights kept in their file type: the CPU backend's matmul for
+// decode, verification batches and (for 16-bit weights) prefill.
+#pragma once
+
+#include "kernels/dtype.h"
+
+namespace specchat::cpu {
+
+// y[n_tokens, n_out] = x[n_tokens, n_in] · Wᵀ with W [n_out, n_in] row-major in `w_type`
+// (f32, f16 or bf16), x and y f32. Nothing is rounded: 16-bit weights are widened exactly to
+// f32 and products are summed in f32.
+//
+// Layout of the work: W is cut into blocks of 4 rows × 256 columns; each block is widened once
+// (into an L1 tile) and used for every row of x, two rows of x at a time (register tiling:
+// 8 accumulators, 4 weight vectors and 2 input vectors per step). So a verification batch of
+// k rows reads the weights from memory once, not k times. Blocks of rows are split over the
+// OpenMP team.
+//
+// Batch invariance (the speculative identity tests rely on it): y[t, j] is computed by the same
+// sequence of operations whatever n_tokens is and whichever other rows x holds, so a row's
+// result does not depend on what it is batched with.
+//
+// f32 weights go to cpu::matmul (ops.h: its own kernel up to 32 rows, OpenBLAS beyond).
+// SIMD: AVX2 + FMA + F16C when the CPU has them (checked once at run time), else a portable
+// loop with the same per-element order of operations per lane group (slower).
+void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out);
+
+// Scalar twin and test oracle: widens W exactly and sums each dot product in double.
+void linear_ref(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out);
+
+// The instruction set linear() dispatches to on this CPU: "avx2+fma+f16c" or "generic".
+const char* linear_isa();
+
+}  // namespace specchat::cpu
