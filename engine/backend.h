@@ -18,6 +18,9 @@
 
 namespace specchat {
 
+namespace cpu {
+class ThreadPool;
+}
 class GgufFile;
 
 // Thrown when a file parses as GGUF but is not a usable model (wrong architecture, tensor
@@ -62,6 +65,9 @@ struct BackendShape {
   int max_batch = 0;  // most tokens in one forward
   int n_threads = 0;  // CPU threads (0 = all cores); ignored by CUDA
   int device = 0;     // CUDA device ordinal; ignored by the CPU
+  // The CPU kernels' thread pool, shared by the models of one engine (null: the CPU backend
+  // makes its own with n_threads); ignored by CUDA.
+  std::shared_ptr<cpu::ThreadPool> pool;
 };
 
 // One sequence's part of a forward: rows [row0, row0 + n_rows) of the batch, all of sequence

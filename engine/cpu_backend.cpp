@@ -36,6 +36,7 @@ CpuBackend::CpuBackend(const ModelConfig& c, const BackendShape& sh, Weights w) 
   max_hidden_ = c.n_layer + 1;
   s_.hidden.resize(static_cast<size_t>(max_hidden_) * B * d);
   cpu::set_num_threads(sh.n_threads);
+  pool_ = sh.pool ? sh.pool : std::make_shared<cpu::ThreadPool>(sh.n_threads);
 }
 
 MemoryInfo CpuBackend::memory() const {
@@ -45,13 +46,6 @@ MemoryInfo CpuBackend::memory() const {
   return m;
 }
 
-namespace {
-
-void mm(const float* x, const WeightView& w, float* y, int n) {
-  cpu::linear(x, w.data, w.type, y, n, w.n_in, w.n_out);
-}
-
-}  // namespace
 
 ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   const ModelConfig& c = cfg_;
@@ -60,6 +54,9 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   const int d = c.d_model, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   const int n_out = static_cast<int>(b.out_rows.size());
   const int n_hidden = static_cast<int>(b.hidden_layers.size());
+  auto mm = [&](const float* x, const WeightView& w, float* y, int rows) {
+    cpu::linear(x, w.data, w.type, y, rows, w.n_in, w.n_out, pool_.get());
+  };
   if (n_hidden > max_hidden_) throw std::invalid_argument("forward: too many hidden-state layers requested");
   // Where each requested layer's hidden rows go (−1: not requested).
   auto save_hidden = [&](int il) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
 
 namespace specchat {
@@ -64,6 +65,7 @@ class CpuBackend final : public Backend {
   ModelConfig cfg_;
   Weights w_;
   Scratch s_;
+  std::shared_ptr<cpu::ThreadPool> pool_;
   int max_hidden_ = 0;  // hidden-state layers one forward may return (scratch sized for it)
 };
 

@@ -52,6 +52,9 @@ class LlamaModel {
     int n_threads = 0;  // BLAS / op threads; 0 = all cores
     BackendKind backend = BackendKind::cpu;  // where weights, KV rows and the forward live
     int device = 0;     // CUDA device ordinal (backend == cuda)
+    // CPU kernels' thread pool shared with other models (ModelPair shares one between target
+    // and draft); null = the model makes its own with n_threads.
+    std::shared_ptr<cpu::ThreadPool> pool;
   };
 
   // Loads a GGUF file. CPU: F32, F16 and BF16 matrices are read in place from the mapping

@@ -1,5 +1,7 @@
 #include "engine/model_pair.h"
 
+#include "kernels/cpu/thread_pool.h"
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -29,9 +31,12 @@ std::string bundled_draft_path() { return bundled_models_dir() + "/specchat-draf
 ModelPair ModelPair::load(const PairOptions& opt) {
   ModelPair mp;
   const std::string tpath = opt.target_path.empty() ? bundled_target_path() : opt.target_path;
+  // One CPU thread pool for both models: they run one after the other on the engine thread.
+  const auto pool = std::make_shared<cpu::ThreadPool>(opt.n_threads);
   LlamaModel::Options mo;
   mo.n_ctx = opt.n_ctx;
   mo.n_threads = opt.n_threads;
+  mo.pool = pool;
   mo.n_seq = opt.n_seq;
   mo.backend = opt.backend;
   mp.target = LlamaModel::load(tpath, mo);
@@ -41,6 +46,7 @@ ModelPair ModelPair::load(const PairOptions& opt) {
       dopt.n_ctx = mp.target->n_ctx();
       dopt.n_threads = opt.n_threads;
       dopt.n_seq = opt.n_seq;
+      dopt.pool = pool;
       dopt.backend = opt.draft_backend;
       mp.draft = LlamaModel::load(opt.draft_path, dopt);
     } catch (const GgufError& e) {

@@ -30,6 +30,8 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   cmd.add_option("--concurrency", o.concurrency,
                  "decode this many prompts at once (one Engine, batched verification) against one at a time")
       ->check(CLI::Range(1, 64));
+  cmd.add_flag("--verify-cost", o.verify_cost,
+               "time target forwards of 1..64 rows (verification batches) against one row; --max-prompts = repetitions");
 }
 
 namespace {
@@ -64,6 +66,7 @@ std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::s
 }
 
 int cmd_bench(BenchOptions& o) {
+  if (o.verify_cost) return cmd_bench_verify(o);
   if (o.concurrency > 0) return cmd_bench_concurrency(o);
   CommonOptions& c = o.common;
   PairOptions po;

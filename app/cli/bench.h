@@ -19,6 +19,7 @@ struct BenchOptions {
   std::vector<int> chain_ks = {1, 2, 3, 4, 6, 8};
   std::string out;                    // optional JSON report path
   int concurrency = 0;                // > 0: aggregate tokens/s of this many sequences at once vs 1
+  bool verify_cost = false;           // time k-row target forwards against one row instead
 };
 
 void add_bench_options(CLI::App& cmd, BenchOptions& o);
@@ -38,5 +39,11 @@ int cmd_bench(BenchOptions& o);
 // over the decode wall time) and the ratio; checks that every sequence's tokens equal its
 // single-sequence run at T = 0. Returns 0, or 1 on a difference.
 int cmd_bench_concurrency(BenchOptions& o);
+
+// `bench --verify-cost`: the target alone (--model, default the bundled target) after a prefix
+// of min(256, n_ctx / 2) tokens: the median time of a forward of k = 1, 2, 4, …, 64 chain rows
+// (all returning logits, as verification does), round robin over k for max(3, --max-prompts)
+// repetitions, printed as ms and as the ratio to one row. Returns 0.
+int cmd_bench_verify(BenchOptions& o);
 
 }  // namespace specchat::cli

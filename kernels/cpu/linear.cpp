@@ -167,28 +167,40 @@ bool have_avx2() { return false; }
 
 const char* linear_isa() { return have_avx2() ? "avx2+fma+f16c" : "generic"; }
 
-void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out) {
+void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out,
+            ThreadPool* pool) {
   if (w_type == DType::f32) {
-    matmul(x, static_cast<const float*>(w), y, n_tokens, n_in, n_out);
+    matmul(x, static_cast<const float*>(w), y, n_tokens, n_in, n_out, pool);
     return;
   }
   if (n_tokens <= 0 || n_out <= 0) return;
   const int n_blocks = (n_out + kRows - 1) / kRows;
   const bool avx2 = have_avx2();
-  // Threads only pay off when there is enough work to split (measured on the bundled target's
-  // smallest matrices: below ~64k multiply-adds the team's fork/join costs more than it saves).
-  const bool par = static_cast<int64_t>(n_out) * n_in * n_tokens >= (1 << 16);
-#pragma omp parallel for schedule(static) if (par)
-  for (int b = 0; b < n_blocks; ++b) {
-    const int j0 = b * kRows, nr = std::min(kRows, n_out - j0);
+  auto run = [&](int b0, int b1) {
+    for (int b = b0; b < b1; ++b) {
+      const int j0 = b * kRows, nr = std::min(kRows, n_out - j0);
 #if defined(__x86_64__)
-    if (avx2) {
-      block_avx2(x, w, w_type, y, n_tokens, n_in, n_out, j0, nr);
-      continue;
-    }
+      if (avx2) {
+        block_avx2(x, w, w_type, y, n_tokens, n_in, n_out, j0, nr);
+        continue;
+      }
 #endif
-    block_generic(x, w, w_type, y, n_tokens, n_in, n_out, j0, nr);
+      block_generic(x, w, w_type, y, n_tokens, n_in, n_out, j0, nr);
+    }
+  };
+  // Threads only pay off when there is enough work to split (below ~64k multiply-adds a
+  // region's wake-up costs more than it saves). Several chunks per thread, so a thread that
+  // the OS deschedules holds up only its chunk.
+  const int n_threads = pool ? pool->n_threads() : 1;
+  if (n_threads <= 1 || static_cast<int64_t>(n_out) * n_in * n_tokens < (1 << 16)) {
+    run(0, n_blocks);
+    return;
   }
+  const int n_chunks = std::min(n_blocks, 8 * n_threads);
+  parallel_for(pool, n_chunks, [&](int c) {
+    run(static_cast<int>(static_cast<int64_t>(n_blocks) * c / n_chunks),
+        static_cast<int>(static_cast<int64_t>(n_blocks) * (c + 1) / n_chunks));
+  });
 }
 
 void linear_ref(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out) {

@@ -2,6 +2,7 @@
 // decode, verification batches and (for 16-bit weights) prefill.
 #pragma once
 
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
 
 namespace specchat::cpu {
@@ -14,7 +15,7 @@ namespace specchat::cpu {
 // (into an L1 tile) and used for every row of x, two rows of x at a time (register tiling:
 // 8 accumulators, 4 weight vectors and 2 input vectors per step). So a verification batch of
 // k rows reads the weights from memory once, not k times. Blocks of rows are split over the
-// OpenMP team.
+// thread pool (serially when `pool` is null).
 //
 // Batch invariance (the speculative identity tests rely on it): y[t, j] is computed by the same
 // sequence of operations whatever n_tokens is and whichever other rows x holds, so a row's
@@ -23,7 +24,8 @@ namespace specchat::cpu {
 // f32 weights go to cpu::matmul (ops.h: its own kernel up to 32 rows, OpenBLAS beyond).
 // SIMD: AVX2 + FMA + F16C when the CPU has them (checked once at run time), else a portable
 // loop with the same per-element order of operations per lane group (slower).
-void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out);
+void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out,
+            ThreadPool* pool = nullptr);
 
 // Scalar twin and test oracle: widens W exactly and sums each dot product in double.
 void linear_ref(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out);

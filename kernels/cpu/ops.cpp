@@ -3,7 +3,6 @@
 #if SPECCHAT_HAVE_BLAS
 #include <cblas.h>
 #endif
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,12 +12,10 @@
 
 namespace specchat::cpu {
 
-void set_num_threads(int n) {
-  if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // One pool does the decode-loop work: OpenMP in matmul_small (every batch of <= 32 rows).
-  // BLAS (prefill, big trees) runs single-threaded so its spinning workers never fight the
-  // OpenMP team for the cores (TRAINING-NOTES: "thread pools fight").
-  omp_set_num_threads(n);
+void set_num_threads(int /*n*/) {
+  // One pool does the decode-loop work: the engine's ThreadPool in cpu::linear / matmul_small.
+  // BLAS (f32 prefill, big trees) runs single-threaded so its spinning workers never fight
+  // that pool for the cores (TRAINING-NOTES: "thread pools fight").
 #if SPECCHAT_HAVE_BLAS
   openblas_set_num_threads(1);
 #endif
@@ -30,7 +27,7 @@ namespace {
 // bound by the bandwidth of reading W: each block of 4 weight rows is read from memory once and
 // reused from L1 for every token, so verifying k tokens costs far less than k decodes (BLAS
 // sgemm first copies W into packed panels, which for a handful of rows costs more than the
-// product). Blocks are split over the OpenMP team. Cloned for x86-64-v3 (AVX2 + FMA) and
+// product). Blocks are split over the engine's thread pool. Cloned for x86-64-v3 (AVX2 + FMA) and
 // baseline x86-64, chosen at run time by CPU features. Measured on the bundled target's output
 // matrix (4096 x 320, 2 cores): 1 row 0.23 ms (OpenBLAS sgemv 0.27), 5 rows 0.37 ms (sgemm 0.80).
 constexpr int kSmallBatch = 32;  // measured: past ~32 rows BLAS sgemm is faster
@@ -41,11 +38,10 @@ using v8 = float __attribute__((vector_size(32)));
 #define SPECCHAT_LOAD8(dst, p) __builtin_memcpy(&(dst), (p), sizeof(v8))
 
 __attribute__((target_clones("arch=x86-64-v3", "default")))
-void matmul_small(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out) {
+void matmul_small_blocks(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out, int jb0,
+                         int jb1) {
   const int n8 = n_in / 8 * 8;
-  const int n_blocks = n_out / 4;
-#pragma omp parallel for schedule(static) if (static_cast<int64_t>(n_out) * n_in * n_tokens >= (1 << 16))
-  for (int jb = 0; jb < n_blocks; ++jb) {
+  for (int jb = jb0; jb < jb1; ++jb) {
     const int j = jb * 4;
     const float* w0 = w + static_cast<int64_t>(j) * n_in;
     const float* w1 = w0 + n_in;
@@ -86,6 +82,20 @@ void matmul_small(const float* x, const float* w, float* y, int n_tokens, int n_
       yr[3] = s3;
     }
   }
+}
+
+void matmul_small(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out, ThreadPool* pool) {
+  const int n_blocks = n_out / 4;
+  const int n_threads = pool ? pool->n_threads() : 1;
+  if (n_threads <= 1 || static_cast<int64_t>(n_out) * n_in * n_tokens < (1 << 16)) {
+    matmul_small_blocks(x, w, y, n_tokens, n_in, n_out, 0, n_blocks);
+  } else {
+    const int n_chunks = std::max(1, std::min(n_blocks, 8 * n_threads));
+    parallel_for(pool, n_chunks, [&](int c) {
+      matmul_small_blocks(x, w, y, n_tokens, n_in, n_out, static_cast<int>(static_cast<int64_t>(n_blocks) * c / n_chunks),
+                          static_cast<int>(static_cast<int64_t>(n_blocks) * (c + 1) / n_chunks));
+    });
+  }
   for (int j = n_blocks * 4; j < n_out; ++j) {
     const float* wr = w + static_cast<int64_t>(j) * n_in;
     for (int t = 0; t < n_tokens; ++t) {
@@ -99,10 +109,10 @@ void matmul_small(const float* x, const float* w, float* y, int n_tokens, int n_
 
 }  // namespace
 
-void matmul(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out) {
+void matmul(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out, ThreadPool* pool) {
 #if SPECCHAT_HAVE_BLAS
   if (n_tokens <= kSmallBatch) {
-    matmul_small(x, w, y, n_tokens, n_in, n_out);
+    matmul_small(x, w, y, n_tokens, n_in, n_out, pool);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_tokens, n_out, n_in, 1.0f, x, n_in,
                 w, n_in, 0.0f, y, n_out);
@@ -113,7 +123,7 @@ void matmul(const float* x, const float* w, float* y, int n_tokens, int n_in, in
   for (int t0 = 0; t0 < n_tokens; t0 += kSmallBatch) {
     const int nt = std::min(kSmallBatch, n_tokens - t0);
     matmul_small(x + static_cast<int64_t>(t0) * n_in, w, y + static_cast<int64_t>(t0) * n_out, nt,
-                 n_in, n_out);
+                 n_in, n_out, pool);
   }
 #endif
 }

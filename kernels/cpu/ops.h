@@ -5,15 +5,18 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/thread_pool.h"
+
 namespace specchat::cpu {
 
-// Sets the number of threads BLAS may use (one pool for the engine; TRAINING-NOTES "thread
-// pools fight"). n <= 0 means all cores.
+// Keeps OpenBLAS single-threaded: the engine's own ThreadPool runs the decode-loop kernels,
+// and two pools spinning on two cores fight (TRAINING-NOTES "thread pools fight").
 void set_num_threads(int n);
 
 // y[n_tokens, n_out] = x[n_tokens, n_in] · W^T, with W [n_out, n_in] (GGUF/PyTorch layout).
-// Own AVX2 kernel up to 32 rows; OpenBLAS sgemm beyond (or 32-row chunks when built without BLAS).
-void matmul(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out);
+// Own AVX2 kernel up to 32 rows, split over `pool` (serial when null); OpenBLAS sgemm beyond (or
+// 32-row chunks when built without BLAS).
+void matmul(const float* x, const float* w, float* y, int n_tokens, int n_in, int n_out, ThreadPool* pool = nullptr);
 
 // out[n_tokens, d] = x / sqrt(mean(x^2) + eps) * weight[d]   (RMSNorm, Zhang & Sennrich 2019)
 void rmsnorm(const float* x, const float* weight, float* out, int n_tokens, int d, float eps);
