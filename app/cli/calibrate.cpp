@@ -1,17 +1,17 @@
 #include "app/cli/calibrate.h"
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 
 #include "engine/model.h"
+#include "engine/runtime/request_planner.h"
 #include "engine/speculative/calibration.h"
 #include "engine/speculative/calibration_file.h"
+#include "engine/speculative/calibration_store.h"
 #include "engine/speculative/sequoia.h"
 
 namespace specchat::cli {
@@ -20,78 +20,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-constexpr int kVersion = 1;
-constexpr const char* kBackend = "cpu";
-// Verification sizes and draft widths timed (issue 3); the budget search stays within them.
-const std::vector<int> kVerifyNodes = {0, 1, 2, 4, 8, 16, 32, 64};
-const std::vector<int> kDraftWidths = {1, 2, 4, 8, 16};
-constexpr int kMaxAutoNodes = 64;
-constexpr int kTimingContext = 64;  // tokens of real context the timings run on
-
-// engine/speculative/calibration_file.h: shared with the desktop app.
-std::string fingerprint(const std::string& path) { return file_fingerprint(path); }
-
-json file_info(const std::string& path) {
-  return json{{"file", fs::path(path).filename().string()},
-              {"size", static_cast<uint64_t>(fs::file_size(path))},
-              {"fingerprint", fingerprint(path)}};
-}
-
-bool same_file(const json& stored, const json& now) {
-  return stored.is_object() && stored.value("size", uint64_t{0}) == now.at("size").get<uint64_t>() &&
-         stored.value("fingerprint", std::string()) == now.at("fingerprint").get<std::string>();
-}
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return nullptr;
-  json j = json::parse(in, nullptr, false);
-  return j.is_discarded() || !j.is_object() ? json(nullptr) : j;
-}
-
-// Writes through a temporary file and a rename, so readers never see half a file.
-void write_json_file(const std::string& path, const json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out << j.dump(2) << "\n";
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp);
-  }
-  fs::rename(tmp, path);
-}
-
-json timings_json(const StepTimings& t, int threads, int context_tokens, int reps) {
-  return json{{"backend", kBackend},       {"threads", threads},
-              {"context_tokens", context_tokens}, {"reps", reps},
-              {"draft_widths", t.draft_widths}, {"draft_ms", t.draft_ms},
-              {"verify_nodes", t.verify_nodes}, {"verify_ms", t.verify_ms}};
-}
-
-// Timings stored for this backend and thread count, or an invalid (empty) table.
-StepTimings timings_from_json(const json& j, int threads) {
-  StepTimings t;
-  if (!j.is_object() || j.value("backend", std::string()) != kBackend || j.value("threads", -1) != threads) return t;
-  try {
-    t.draft_widths = j.at("draft_widths").get<std::vector<int>>();
-    t.draft_ms = j.at("draft_ms").get<std::vector<double>>();
-    t.verify_nodes = j.at("verify_nodes").get<std::vector<int>>();
-    t.verify_ms = j.at("verify_ms").get<std::vector<double>>();
-  } catch (const json::exception&) {
-    return {};
-  }
-  return t.valid() ? t : StepTimings{};
-}
 
 std::string find_prompts_file(const std::string& given) {
   if (!given.empty()) return given;
@@ -127,28 +55,7 @@ std::vector<std::vector<int32_t>> load_prompts(const ModelPair& pair, const std:
   return out;
 }
 
-// A real context for timings: kTimingContext tokens of `ctx` (all of it when shorter), leaving
-// room in the context for the largest verification.
-std::vector<int32_t> timing_context(const std::vector<int32_t>& ctx, int n_ctx) {
-  const int room = std::max(1, n_ctx - (kVerifyNodes.back() + 1));
-  const size_t len = static_cast<size_t>(std::min<int>({static_cast<int>(ctx.size()), kTimingContext, room}));
-  return std::vector<int32_t>(ctx.end() - static_cast<std::ptrdiff_t>(len), ctx.end());
-}
-
-void warn(ModelPair& pair, const std::string& w) {
-  std::fprintf(stderr, "warning: %s\n", w.c_str());
-  pair.warnings.push_back(w);
-}
-
 }  // namespace
-
-std::string calibration_path(const std::string& draft_path) { return specchat::calibration_path(draft_path); }
-
-std::vector<double> fallback_accept_by_rank() {
-  std::vector<double> a;
-  for (int r = 0; r < 8; ++r) a.push_back(0.5 * std::pow(0.5, r));
-  return a;
-}
 
 void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
   cmd.add_option("--model,-m", o.model, "target model GGUF (default: the bundled target)");
@@ -201,29 +108,30 @@ int cmd_calibrate(const CalibrateOptions& o) {
     if (ctx.size() > static_cast<size_t>(draft.n_ctx())) ctx.resize(static_cast<size_t>(draft.n_ctx()));
     if (ctx.size() <= prompt.size()) continue;
     count_draft_ranks(draft, ctx, static_cast<int>(prompt.size()), counts);
-    if (timing_ctx.size() < static_cast<size_t>(kTimingContext) && ctx.size() > timing_ctx.size()) {
-      timing_ctx = timing_context(ctx, target.n_ctx());
+    if (timing_ctx.size() < static_cast<size_t>(kCalibrationTimingContext) && ctx.size() > timing_ctx.size()) {
+      timing_ctx = calibration_timing_context(ctx, target.n_ctx());
     }
     ++used;
   }
   if (counts.positions() == 0) throw std::runtime_error("calibration: no prompt produced a token");
-  target.kv().truncate(0);
-  const StepTimings t = measure_step_timings(target, &draft, timing_ctx, kVerifyNodes, kDraftWidths, o.reps);
+  gen.clear_cache();  // cold caches for the timings
+  const StepTimings t = measure_step_timings(target, &draft, timing_ctx, calibration_verify_nodes(),
+                                             calibration_draft_widths(), o.reps);
   const std::vector<double> a = counts.accept_by_rank();
 
   json j;
-  j["version"] = kVersion;
-  j["date"] = utc_now();
-  j["backend"] = kBackend;
-  j["target"] = file_info(target.path());
-  j["draft"] = file_info(draft.path());
+  j["version"] = kCalibrationVersion;
+  j["date"] = utc_now_iso8601();
+  j["backend"] = kCalibrationBackend;
+  j["target"] = calibration_file_info(target.path());
+  j["draft"] = calibration_file_info(draft.path());
   j["acceptance"] = {{"ranks", o.ranks},           {"accept_by_rank", a},
                      {"hits", counts.hits},         {"misses", counts.misses},
                      {"positions", counts.positions()}, {"prompts", used},
                      {"prompts_file", fs::path(prompts_path).filename().string()}, {"n", o.n}};
-  j["timings"] = timings_json(t, o.threads, static_cast<int>(timing_ctx.size()), o.reps);
+  j["timings"] = calibration_timings_json(t, o.threads, static_cast<int>(timing_ctx.size()), o.reps);
   // What the budget choice makes of it (informational; recomputed at run time).
-  const SequoiaPlanner planner(a, std::min(kMaxAutoNodes, target.max_batch() - 1), kMaxAutoNodes);
+  const SequoiaPlanner planner(a, std::min(kCalibrationMaxAutoNodes, target.max_batch() - 1), kCalibrationMaxAutoNodes);
   if (t.valid()) {
     const BudgetChoice c = choose_budget(planner, t, planner.max_nodes(), planner.max_depth());
     j["auto_choice"] = {{"tree", c.node_budget == 0 ? "none" : tree_mode_name(c.mode)},
@@ -232,7 +140,7 @@ int cmd_calibrate(const CalibrateOptions& o) {
                         {"ms_per_token", c.ms_per_token()}};
   }
   const std::string out = o.out.empty() ? calibration_path(draft.path()) : o.out;
-  write_json_file(out, j);
+  write_calibration_file(out, j);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (o.json) {
     json shown = j;
@@ -254,110 +162,47 @@ int cmd_calibrate(const CalibrateOptions& o) {
   return 0;
 }
 
+namespace {
+
+// The --json description of a plan ("tree_plan").
+json plan_json(const std::string& requested, const TreePlan& p) {
+  const TreeBudget b = p.spec.effective_budget();
+  json j{{"requested", requested},
+         {"calibration", p.calibration_found ? json(p.calibration_path) : json(nullptr)},
+         {"acceptance_source", p.acceptance_source.empty() ? std::string("none") : p.acceptance_source},
+         {"accept_by_rank", p.accept_by_rank},
+         {"tree", p.speculative() ? tree_mode_name(b.mode) : "none"},
+         {"node_budget", p.speculative() ? b.node_budget : 0},
+         {"depth", p.speculative() ? b.depth : 0},
+         {"expected_tokens", p.expected_tokens()}};
+  if (p.speculative() && b.mode == TreeMode::optimal) {
+    j["shape_nodes"] = p.shape.size();
+    j["shape_parent"] = p.shape.parent;
+    j["shape_rank"] = p.shape.rank;
+  }
+  if (!p.timings_source.empty()) {
+    j["timings_source"] = p.timings_source;
+    j["step_ms"] = p.choice.step_ms;
+    j["ms_per_token"] = p.choice.ms_per_token();
+    j["baseline_ms_per_token"] = p.baseline_ms_per_token;
+  }
+  return j;
+}
+
+}  // namespace
+
 json plan_tree(const CommonOptions& o, ModelPair& pair, GenerateRequest& req) {
-  if ((o.tree != "optimal" && o.tree != "auto") || req.spec.draft_k <= 0) return nullptr;
-  if (req.spec.drafter != DrafterKind::model || !pair.draft) {
-    if (o.tree == "auto") {
-      // The n-gram drafter has no calibration: its tries within the given budget.
-      warn(pair, "--tree auto needs the model drafter's calibration; using --node-budget/--depth with the " +
-                     std::string(drafter_kind_name(req.spec.drafter)) + " drafter's tree");
-      req.spec.tree.mode = TreeMode::dynamic;
-    }
-    return nullptr;
+  if (req.spec.draft_k <= 0) return nullptr;
+  SpecSettings s = spec_settings(o);
+  s.draft_k = req.spec.draft_k;
+  const TreePlan plan = RequestPlanner(pair, o.threads).plan_tree(s, req.prompt);
+  for (const std::string& w : plan.warnings) {
+    std::fprintf(stderr, "warning: %s\n", w.c_str());
+    pair.warnings.push_back(w);
   }
-  LlamaModel& target = *pair.target;
-  LlamaModel& draft = *pair.draft;
-  const std::string cal_path = calibration_path(draft.path());
-  json cal = read_json_file(cal_path);
-  const json target_now = file_info(target.path()), draft_now = file_info(draft.path());
-  bool matches = false;
-  if (cal.is_null()) {
-    warn(pair, "no calibration at " + cal_path + " (run `specchat-cli calibrate`); using a[r] = 0.5^(r+1)");
-  } else if (!same_file(cal.value("target", json()), target_now) || !same_file(cal.value("draft", json()), draft_now)) {
-    warn(pair, "calibration " + cal_path + " was made for other model files (re-run `specchat-cli calibrate`); "
-               "using a[r] = 0.5^(r+1)");
-  } else {
-    matches = true;
-  }
-  std::vector<double> a;
-  std::string a_source = "fallback";
-  if (matches && cal.contains("acceptance")) {
-    try {
-      a = cal.at("acceptance").at("accept_by_rank").get<std::vector<double>>();
-      a_source = "calibration";
-    } catch (const json::exception&) {
-      a.clear();
-    }
-  }
-  if (a_source == "fallback") {
-    if (matches) warn(pair, "calibration " + cal_path + " has no acceptance vector; using a[r] = 0.5^(r+1)");
-    a = fallback_accept_by_rank();
-  }
-  json plan{{"requested", o.tree}, {"calibration", cal.is_null() ? json(nullptr) : json(cal_path)},
-            {"acceptance_source", a_source}, {"accept_by_rank", a}};
-
-  if (o.tree == "optimal") {
-    const TreeShape s = sequoia_tree(a, req.spec.tree.node_budget, req.spec.tree.depth);
-    req.spec.tree.mode = TreeMode::optimal;
-    req.spec.tree.shape_parent = s.parent;
-    req.spec.tree.shape_rank = s.rank;
-    plan["tree"] = "optimal";
-    plan["node_budget"] = req.spec.tree.node_budget;
-    plan["depth"] = req.spec.tree.depth;
-    plan["shape_nodes"] = s.size();
-    plan["shape_parent"] = s.parent;
-    plan["shape_rank"] = s.rank;
-    plan["expected_tokens"] = s.expected_tokens;
-    return plan;
-  }
-
-  // auto: timings from the calibration (this backend and thread count), else measured now on
-  // the request's prompt and cached beside the draft.
-  StepTimings t = matches ? timings_from_json(cal.value("timings", json()), o.threads) : StepTimings{};
-  std::string t_source = "calibration";
-  if (!t.valid()) {
-    t_source = "measured";
-    const auto ctx = timing_context(req.prompt, target.n_ctx());
-    constexpr int kReps = 3;
-    t = measure_step_timings(target, &draft, ctx, kVerifyNodes, kDraftWidths, kReps);
-    if (!t.valid()) throw std::runtime_error("--tree auto: could not time the models on this context");
-    if (cal.is_null() || matches) {
-      json updated = cal.is_null() ? json{{"version", kVersion}, {"backend", kBackend}} : cal;
-      updated["date"] = utc_now();
-      updated["target"] = target_now;
-      updated["draft"] = draft_now;
-      updated["timings"] = timings_json(t, o.threads, static_cast<int>(ctx.size()), kReps);
-      try {
-        write_json_file(cal_path, updated);
-      } catch (const std::exception& e) {
-        warn(pair, std::string("could not cache the timings: ") + e.what());
-      }
-    }
-  }
-  const int max_nodes = std::min({kMaxAutoNodes, target.max_batch() - 1, t.verify_nodes.back()});
-  const SequoiaPlanner planner(a, max_nodes, max_nodes);
-  const BudgetChoice c = choose_budget(planner, t, max_nodes, max_nodes);
-  if (c.node_budget == 0) {
-    req.spec.draft_k = 0;  // drafting does not pay on these numbers: plain decoding
-  } else if (c.mode == TreeMode::chain) {
-    req.spec.tree.mode = TreeMode::chain;
-    req.spec.draft_k = c.node_budget;
-  } else {
-    req.spec.tree.mode = TreeMode::optimal;
-    req.spec.tree.node_budget = c.node_budget;
-    req.spec.tree.depth = c.depth;
-    req.spec.tree.shape_parent = c.shape.parent;
-    req.spec.tree.shape_rank = c.shape.rank;
-  }
-  plan["timings_source"] = t_source;
-  plan["tree"] = c.node_budget == 0 ? "none" : tree_mode_name(c.mode);
-  plan["node_budget"] = c.node_budget;
-  plan["depth"] = c.depth;
-  plan["expected_tokens"] = c.expected_tokens;
-  plan["step_ms"] = c.step_ms;
-  plan["ms_per_token"] = c.ms_per_token();
-  plan["baseline_ms_per_token"] = t.t_verify(0);
-  return plan;
+  req.spec = plan.spec;
+  if (o.tree != "optimal" && o.tree != "auto") return nullptr;
+  return plan_json(o.tree, plan);
 }
 
 }  // namespace specchat::cli

@@ -1,5 +1,6 @@
-// `specchat-cli calibrate` and the tree planning behind `--tree optimal` / `--tree auto`
-// (issue 3; Sequoia, Chen et al. 2024, §3.1 and §3.3).
+// `specchat-cli calibrate` (issue 3; Sequoia, Chen et al. 2024, §3.1 and §3.3), and the CLI's
+// adapter to the tree planning behind `--tree optimal` / `--tree auto`, which lives in
+// RequestPlanner::plan_tree (engine/runtime/request_planner.h) for every front end.
 //
 // The calibration of a model pair is a JSON file beside the draft:
 // <draft path without .gguf>.calibration.json, holding
@@ -18,7 +19,6 @@
 
 #include "app/cli/options.h"
 #include "engine/model_pair.h"
-#include "engine/speculative/budget.h"
 
 namespace specchat::cli {
 
@@ -41,18 +41,12 @@ void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o);
 // ModelError, VocabError from loading, std::runtime_error for prompts/file problems).
 int cmd_calibrate(const CalibrateOptions& o);
 
-// "<draft path without .gguf>.calibration.json".
-std::string calibration_path(const std::string& draft_path);
-
-// The acceptance vector used when there is no (matching) calibration: a[r] = 0.5 · 0.5^r, r < 8.
-std::vector<double> fallback_accept_by_rank();
-
-// Fills req.spec for `--tree optimal` (the Sequoia shape for --node-budget/--depth from the
-// pair's calibration) and `--tree auto` (N, D and chain/optimal by choose_budget; timings from
-// the calibration, else measured now on the request's prompt and cached in the calibration
-// file). Does nothing for other trees, without a draft model, or when req.spec.draft_k is 0.
-// Warnings (no calibration, calibration for other files) go to stderr and pair.warnings.
-// Returns a JSON description of the plan for --json ("tree_plan"), null when nothing was done.
+// Plans req.spec for the pair with RequestPlanner::plan_tree (engine/runtime/request_planner.h:
+// optimal trees from the pair's calibration, auto budgets, THE fallback, clamping) from the
+// options' settings with req.spec.draft_k (as make_request set it) drafted tokens; does nothing
+// when that is 0. Warnings go to stderr and pair.warnings. Returns the plan as JSON for --json
+// ("tree_plan") when --tree optimal or auto was asked for, null otherwise. Throws
+// std::runtime_error when --tree auto cannot time the models.
 nlohmann::json plan_tree(const CommonOptions& o, ModelPair& pair, GenerateRequest& req);
 
 }  // namespace specchat::cli

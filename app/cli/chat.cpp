@@ -2,12 +2,13 @@
 
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <string>
 
-#include "app/cli/calibrate.h"
 #include "app/cli/report.h"
 #include "engine/chat_context.h"
 #include "engine/model_pair.h"
+#include "engine/runtime/request_planner.h"
 
 namespace specchat::cli {
 
@@ -21,8 +22,8 @@ int cmd_chat(const CommonOptions& o) {
   if (want_draft) po.draft_path = o.draft == "bundled" ? bundled_draft_path() : o.draft;
   ModelPair pair = ModelPair::load(po);
   for (const std::string& w : pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  const int k = o.drafter == "none" || (o.drafter == "model" && !pair.draft) ? 0 : o.draft_k;
   Generator g(*pair.target, pair.draft.get());
+  const RequestPlanner planner(pair, o.threads);
   // The conversation with each reply's generated ids: the next prompt splices them in exactly,
   // so the previous turn stays in the KV cache (engine/chat_context.h).
   std::vector<ContextMessage> history;
@@ -30,7 +31,7 @@ int cmd_chat(const CommonOptions& o) {
   const size_t n_fixed = history.size();
   std::fprintf(stderr, "specchat chat — %s; type a message, /reset to start over, /exit to quit\n",
                pair.draft || o.drafter == "ngram" ? "speculative" : "plain decoding");
-  const int n_ctx = pair.target->n_ctx();
+  std::set<std::string> warned;  // the plan's warnings, once per session
   std::string line;
   while (true) {
     std::fputs("> ", stderr);
@@ -41,22 +42,26 @@ int cmd_chat(const CommonOptions& o) {
     }
     if (line.empty()) continue;
     history.push_back({{"user", line}, {}, 0, {}});
-    // Drop the oldest exchanges until the prompt leaves room for the reply.
-    std::vector<int32_t> prompt = build_chat_context(pair, history).prompt;
-    while (static_cast<int>(prompt.size()) + std::max(1, o.n) > n_ctx && history.size() > n_fixed + 1) {
-      history.erase(history.begin() + static_cast<long>(n_fixed),
-                    history.begin() + static_cast<long>(std::min(history.size() - 1, n_fixed + 2)));
-      std::fprintf(stderr, "(context full: dropped the oldest exchange)\n");
-      prompt = build_chat_context(pair, history).prompt;
-    }
-    if (static_cast<int>(prompt.size()) > n_ctx) {
-      std::fprintf(stderr, "error: this message has %zu tokens with the template, context is %d\n", prompt.size(),
-                   n_ctx);
+    // RequestPlanner's one context policy: the oldest exchanges go until the reply has room.
+    const ContextFit fit = planner.fit_context(history, o.n);
+    if (!fit.fits) {
+      std::fprintf(stderr, "error: %s\n", fit.problem.c_str());
       history.pop_back();
       continue;
     }
-    GenerateRequest req = make_request(o, prompt, k);
-    plan_tree(o, pair, req);
+    if (fit.n_dropped > 0) {
+      const auto first = history.begin() + static_cast<long>(n_fixed);
+      history.erase(first, first + fit.n_dropped);
+      std::fprintf(stderr, "(context full: left out the %d oldest message(s))\n", fit.n_dropped);
+    }
+    GenerateRequest req = make_request(o, fit.prompt, o.draft_k);
+    if (req.spec.draft_k > 0) {
+      const TreePlan plan = planner.plan_tree(spec_settings(o), req.prompt);
+      for (const std::string& w : plan.warnings) {
+        if (warned.insert(w).second) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      }
+      req.spec = plan.spec;
+    }
     const GenerationResult r = g.generate(req, [](const TokenEvent& e) {
       std::fwrite(e.text.data(), 1, e.text.size(), stdout);
       std::fflush(stdout);

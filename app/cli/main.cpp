@@ -2,6 +2,7 @@
 // Exit codes: 0 success, 1 a request/model error (printed, or as {"error": ...} with --json),
 // 2 bad command line.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "app/cli/options.h"
 #include "app/cli/report.h"
 #include "engine/model_pair.h"
+#include "engine/runtime/request_planner.h"
 
 using namespace specchat;
 using nlohmann::json;
@@ -43,18 +45,10 @@ Loaded load(const cli::CommonOptions& o, bool need_draft) {
   return l;
 }
 
-// Drafted tokens per step the request can use: 0 when the model drafter has no draft model.
-int effective_k(const cli::CommonOptions& o, const ModelPair& p) {
-  if (o.drafter == "none") return 0;
-  if (o.drafter == "model" && !p.draft) return 0;
-  return o.draft_k;
-}
-
-GenerationResult run_one(Generator& g, LlamaModel& target, LlamaModel* draft, const GenerateRequest& req,
-                         bool stream) {
-  // A fresh cache per run, so baseline and speculative start alike (no prefix reuse).
-  target.kv().truncate(0);
-  if (draft) draft->kv().truncate(0);
+// One run from a cold cache (Generator::clear_cache), so baseline and speculative start alike
+// (no prefix reuse), with its total time (RequestPlanner's CompareRun::total_ms).
+CompareRun run_one(Generator& g, const GenerateRequest& req, bool stream, GenerationResult* result) {
+  g.clear_cache();
   TokenCallback cb;
   if (stream) {
     cb = [](const TokenEvent& e) {
@@ -62,16 +56,23 @@ GenerationResult run_one(Generator& g, LlamaModel& target, LlamaModel* draft, co
       std::fflush(stdout);
     };
   }
-  return g.generate(req, cb, nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  *result = g.generate(req, cb, nullptr);
+  CompareRun run;
+  run.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  run.tokens = result->tokens;
+  run.stats = result->stats;
+  return run;
 }
 
 int cmd_generate(const cli::CommonOptions& o) {
   Loaded l = load(o, o.draft_k > 0 && o.drafter == "model");
-  const int k = effective_k(o, l.pair);
   Generator g(*l.pair.target, l.pair.draft.get());
-  GenerateRequest req = cli::make_request(o, l.prompt, k);
+  GenerateRequest req = cli::make_request(o, l.prompt, o.draft_k);
   const json plan = cli::plan_tree(o, l.pair, req);
-  const GenerationResult r = run_one(g, *l.pair.target, l.pair.draft.get(), req, !o.json);
+  const int k = req.spec.draft_k;
+  GenerationResult r;
+  run_one(g, req, !o.json, &r);
   if (o.json) {
     json j = cli::result_json(r, l.prompt, req, k > 0 ? "speculative" : "baseline");
     if (!plan.is_null()) j["tree_plan"] = plan;
@@ -84,42 +85,38 @@ int cmd_generate(const cli::CommonOptions& o) {
   return 0;
 }
 
-// First index where the two token lists differ, or -1 when identical.
-long first_difference(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  const size_t n = std::min(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    if (a[i] != b[i]) return static_cast<long>(i);
-  }
-  return a.size() == b.size() ? -1 : static_cast<long>(n);
-}
-
 int cmd_compare(const cli::CommonOptions& o) {
   Loaded l = load(o, o.drafter == "model");
-  const int k = effective_k(o, l.pair);
   Generator g(*l.pair.target, l.pair.draft.get());
   const GenerateRequest base_req = cli::make_request(o, l.prompt, 0);
-  GenerateRequest spec_req = cli::make_request(o, l.prompt, k);
+  GenerateRequest spec_req = cli::make_request(o, l.prompt, o.draft_k);
   const json plan = cli::plan_tree(o, l.pair, spec_req);
-  const GenerationResult base = run_one(g, *l.pair.target, l.pair.draft.get(), base_req, false);
-  const GenerationResult spec = run_one(g, *l.pair.target, l.pair.draft.get(), spec_req, false);
-  const long diff = first_difference(base.tokens, spec.tokens);
-  const double speedup = base.stats.tokens_per_s() > 0 ? spec.stats.tokens_per_s() / base.stats.tokens_per_s() : 0.0;
+  const int k = spec_req.spec.draft_k;
+  GenerationResult base, spec;
+  const CompareRun base_run = run_one(g, base_req, false, &base);
+  const CompareRun spec_run = run_one(g, spec_req, false, &spec);
+  const CompareOutcome c = RequestPlanner::compare(base_run, spec_run);
   if (o.json) {
     json j;
     j["baseline"] = cli::result_json(base, l.prompt, base_req, "baseline");
     j["speculative"] = cli::result_json(spec, l.prompt, spec_req, "speculative");
+    j["baseline"]["total_ms"] = base_run.total_ms;
+    j["speculative"]["total_ms"] = spec_run.total_ms;
     if (!plan.is_null()) j["speculative"]["tree_plan"] = plan;
-    j["identical"] = diff < 0;
-    j["first_difference"] = diff < 0 ? json(nullptr) : json(diff);
-    j["speedup"] = speedup;
+    j["identical"] = c.identical;
+    j["first_difference"] = c.identical ? json(nullptr) : json(c.first_diff);
+    j["speedup_decode"] = c.speedup_decode;
+    j["total_time_ratio"] = c.total_time_ratio;
     j["warnings"] = l.pair.warnings;
     j["memory"] = cli::memory_json(*l.pair.target, l.pair.draft.get());
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << "=== baseline ===\n" << base.text << "\n" << cli::stats_line(base.stats, 0) << "\n\n";
     std::cout << "=== speculative ===\n" << spec.text << "\n" << cli::stats_line(spec.stats, k) << "\n\n";
-    std::printf("speedup %.2fx; %s\n", speedup,
-                diff < 0 ? "identical tokens" : ("first difference at token " + std::to_string(diff)).c_str());
+    std::printf("speedup_decode %.2fx (decode tokens/s, speculative / baseline); total_time_ratio %.2fx "
+                "(baseline total time / speculative, prefill included); %s\n",
+                c.speedup_decode, c.total_time_ratio,
+                c.identical ? "identical tokens" : ("first difference at token " + std::to_string(c.first_diff)).c_str());
   }
   return 0;
 }

@@ -56,6 +56,18 @@ void apply_backends(const CommonOptions& o, PairOptions& po) {
   po.draft_backend = o.draft_backend.empty() ? po.backend : parse_backend(o.draft_backend);
 }
 
+SpecSettings spec_settings(const CommonOptions& o) {
+  SpecSettings s;
+  parse_drafter_choice(o.drafter, &s.drafter);
+  s.auto_tree = o.tree == "auto";
+  if (!s.auto_tree) parse_tree_mode(o.tree, &s.tree);
+  s.draft_k = o.draft_k;
+  s.node_budget = o.node_budget;
+  s.depth = o.depth;
+  s.branch = o.branch;
+  return s;
+}
+
 GenerateRequest make_request(const CommonOptions& o, std::vector<int32_t> prompt, int draft_k) {
   GenerateRequest r;
   r.prompt = std::move(prompt);
@@ -64,12 +76,9 @@ GenerateRequest make_request(const CommonOptions& o, std::vector<int32_t> prompt
   r.sampling.top_k = o.top_k;
   r.sampling.top_p = o.top_p;
   r.sampling.seed = o.seed;
-  r.spec.draft_k = o.drafter == "none" ? 0 : draft_k;
-  r.spec.drafter = o.drafter == "ngram" ? DrafterKind::ngram : DrafterKind::model;
-  r.spec.tree.mode = o.tree == "dynamic" ? TreeMode::dynamic : o.tree == "optimal" ? TreeMode::optimal : TreeMode::chain;
-  r.spec.tree.node_budget = o.node_budget;
-  r.spec.tree.depth = o.depth;
-  r.spec.tree.branch = o.branch;
+  SpecSettings s = spec_settings(o);
+  s.draft_k = draft_k;
+  r.spec = to_spec_config(s);
   r.stop_strings = o.stop;
   return r;
 }

@@ -7,18 +7,21 @@
 
 #include "engine/generator.h"
 #include "engine/model_pair.h"
+#include "engine/runtime/spec_settings.h"
 
 namespace specchat::cli {
 
+// The flags as given. The speculative ones map into a SpecSettings (spec_settings()), whose
+// defaults they take: one set of defaults for the CLI and the app (engine/runtime/spec_settings.h).
 struct CommonOptions {
   std::string model;            // target GGUF; empty = bundled
   std::string draft = "bundled";  // draft GGUF, "bundled", or "none"
-  int draft_k = 4;
-  std::string drafter = "model";  // model | ngram | none
-  std::string tree = "chain";     // chain | dynamic | optimal | auto
-  int node_budget = 16;
-  int depth = 5;
-  int branch = 3;
+  int draft_k = SpecSettings{}.draft_k;
+  std::string drafter = drafter_choice_name(SpecSettings{}.drafter);  // model | ngram | none
+  std::string tree = tree_mode_name(SpecSettings{}.tree);             // chain | dynamic | optimal | auto
+  int node_budget = SpecSettings{}.node_budget;
+  int depth = SpecSettings{}.depth;
+  int branch = SpecSettings{}.branch;
   float temp = 0.0f;
   int top_k = 0;
   float top_p = 1.0f;
@@ -42,7 +45,13 @@ void add_common_options(CLI::App& cmd, CommonOptions& o);
 // Copies --backend / --draft-backend into the load options.
 void apply_backends(const CommonOptions& o, PairOptions& po);
 
-// The request the options describe (prompt ids filled in by the caller).
+// The speculative settings of --drafter, --tree (auto: auto_tree), --draft-k, --node-budget,
+// --depth and --branch. Unknown names (CLI11 refuses them) keep the defaults.
+SpecSettings spec_settings(const CommonOptions& o);
+
+// The request the options describe with `draft_k` drafted tokens per step (0 = baseline): the
+// sampling, -n and --stop, and to_spec_config(spec_settings(o)) unplanned; plan_tree
+// (app/cli/calibrate.h) then plans it for the loaded pair.
 GenerateRequest make_request(const CommonOptions& o, std::vector<int32_t> prompt, int draft_k);
 
 }  // namespace specchat::cli

@@ -268,7 +268,9 @@ inline void check_output(const json& j, double wall_ms) {
     REQUIRE(j.at("identical").is_boolean());
     CHECK(j.at("identical").get<bool>() == same);
     CHECK(j.at("first_difference").is_null() == same);
-    CHECK(std::isfinite(num(j, "speedup")));
+    // RequestPlanner::compare's names: the decode tokens/s ratio, the total-time ratio beside it.
+    CHECK(std::isfinite(num(j, "speedup_decode")));
+    CHECK(std::isfinite(num(j, "total_time_ratio")));
     CHECK(j.at("baseline").at("mode") == "baseline");
     CHECK(j.at("baseline").at("draft_k") == 0);
     CHECK(j.at("baseline").at("prompt_tokens") == j.at("speculative").at("prompt_tokens"));

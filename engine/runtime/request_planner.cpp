@@ -1,0 +1,207 @@
+#include "engine/runtime/request_planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <stdexcept>
+
+#include "engine/model.h"
+#include "engine/model_pair.h"
+#include "engine/speculative/calibration.h"
+
+namespace specchat {
+
+namespace {
+
+constexpr const char* kPriorText = "a[r] = 0.5^(r+1)";
+
+}  // namespace
+
+double TreePlan::expected_tokens() const {
+  if (!timings_source.empty()) return choice.expected_tokens;
+  if (!acceptance_source.empty() && settings.tree == TreeMode::optimal) return shape.expected_tokens;
+  return 0.0;
+}
+
+RequestPlanner::RequestPlanner(const ModelPair& pair, int threads) : pair_(pair), threads_(threads) {}
+
+// ---- context fitting ------------------------------------------------------------------------
+
+ContextFit RequestPlanner::fit_context(const std::vector<ContextMessage>& messages, int max_tokens) const {
+  const ModelPair& pair = pair_;
+  return fit_context(messages, max_tokens, pair.target->n_ctx(),
+                     [&pair](const std::vector<ContextMessage>& m) { return build_chat_context(pair, m); });
+}
+
+ContextFit RequestPlanner::fit_context(std::vector<ContextMessage> messages, int max_tokens, int n_ctx,
+                                      const ContextEncoder& encode) {
+  ContextFit fit;
+  fit.reserve = std::max(1, std::min(max_tokens, n_ctx / 2));
+  ChatContext c = encode(messages);
+  auto too_long = [&] { return static_cast<long>(c.prompt.size()) + fit.reserve > n_ctx; };
+  while (too_long()) {
+    auto first = std::find_if(messages.begin(), messages.end(),
+                              [](const ContextMessage& m) { return m.message.role != "system"; });
+    if (first == messages.end() || first + 1 == messages.end()) break;
+    // Drop a whole exchange: the oldest turn together with the replies that follow it.
+    do {
+      first = messages.erase(first);
+      ++fit.n_dropped;
+    } while (first + 1 < messages.end() && first->message.role == "assistant");
+    c = encode(messages);
+  }
+  fit.prompt = std::move(c.prompt);
+  fit.reused_ids = c.reused_ids;
+  fit.fits = static_cast<long>(fit.prompt.size()) < n_ctx;
+  if (!fit.fits) {
+    fit.problem = "this message has " + std::to_string(fit.prompt.size()) +
+                  " tokens with the chat template; the context holds " + std::to_string(n_ctx) +
+                  " and needs room for the reply";
+  }
+  return fit;
+}
+
+// ---- tree planning --------------------------------------------------------------------------
+
+std::vector<double> RequestPlanner::prior_accept_by_rank() {
+  std::vector<double> a;
+  for (int r = 0; r < 8; ++r) a.push_back(0.5 * std::pow(0.5, r));
+  return a;
+}
+
+TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanContext& ctx) {
+  TreePlan p;
+  SpecSettings s = requested;
+  auto finish = [&p, &s]() -> TreePlan {
+    if (!s.drafts()) {
+      s.drafter = DrafterChoice::none;
+      s.auto_tree = false;
+    }
+    p.settings = s;
+    p.spec = to_spec_config(s, p.shape);
+    return std::move(p);
+  };
+  if (!s.drafts()) return finish();
+  if (s.drafter == DrafterChoice::model && !ctx.has_draft_model) {
+    p.warnings.emplace_back("no draft model loaded: generating without a drafter");
+    s.drafter = DrafterChoice::none;
+    return finish();
+  }
+  const int max_nodes = std::max(1, ctx.max_nodes);
+  s.draft_k = std::clamp(s.draft_k, 1, max_nodes);
+  s.node_budget = std::clamp(s.node_budget, 1, max_nodes);
+  s.depth = std::clamp(s.depth, 1, s.node_budget);
+  s.branch = std::max(1, s.branch);
+  if (!s.auto_tree && s.tree != TreeMode::optimal) return finish();
+
+  if (s.drafter == DrafterChoice::ngram) {
+    p.warnings.push_back(std::string("the n-gram drafter has no rank calibration: drafting a dynamic tree (node budget ") +
+                         std::to_string(s.node_budget) + ", depth " + std::to_string(s.depth) + ") instead of " +
+                         (s.auto_tree ? "an automatic" : "an optimal") + " tree");
+    s.tree = TreeMode::dynamic;
+    s.auto_tree = false;
+    return finish();
+  }
+
+  // The model drafter: the calibration's acceptance vector, or THE fallback (the prior).
+  const Calibration& cal = ctx.calibration;
+  p.calibration_path = cal.path;
+  p.calibration_found = cal.status == Calibration::Status::ok;
+  if (cal.has_acceptance()) {
+    p.accept_by_rank = cal.accept_by_rank;
+    p.acceptance_source = "calibration";
+  } else {
+    p.accept_by_rank = prior_accept_by_rank();
+    p.acceptance_source = "fallback";
+    p.warnings.push_back((cal.problem.empty() ? std::string("no calibration") : cal.problem) +
+                         "; using the prior acceptance " + kPriorText);
+  }
+
+  if (!s.auto_tree) {
+    p.shape = sequoia_tree(p.accept_by_rank, s.node_budget, s.depth);
+    return finish();
+  }
+
+  // Auto: N, D and the shape minimising the modelled time per token (Sequoia §3.3).
+  StepTimings t = cal.timings;
+  p.timings_source = "calibration";
+  if (!t.valid()) {
+    p.timings_source = "measured";
+    if (ctx.measure_timings) t = ctx.measure_timings();
+    if (!t.valid()) throw std::runtime_error("--tree auto: could not time the models on this context");
+  }
+  const int max_auto = std::min({kCalibrationMaxAutoNodes, max_nodes, t.verify_nodes.back()});
+  const SequoiaPlanner planner(p.accept_by_rank, max_auto, max_auto);
+  p.choice = choose_budget(planner, t, max_auto, max_auto);
+  p.baseline_ms_per_token = t.t_verify(0);
+  s.auto_tree = false;
+  if (p.choice.node_budget == 0) {
+    s.drafter = DrafterChoice::none;  // drafting does not pay on these numbers: plain decoding
+  } else if (p.choice.mode == TreeMode::chain) {
+    s.tree = TreeMode::chain;
+    s.draft_k = s.node_budget = p.choice.node_budget;
+    s.depth = p.choice.depth;
+  } else {
+    s.tree = TreeMode::optimal;
+    s.node_budget = p.choice.node_budget;
+    s.depth = p.choice.depth;
+    p.shape = p.choice.shape;
+  }
+  return finish();
+}
+
+TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_t> prompt) const {
+  PlanContext ctx;
+  LlamaModel& target = *pair_.target;
+  LlamaModel* draft = pair_.draft.get();
+  ctx.has_draft_model = draft != nullptr;
+  ctx.max_nodes = std::max(1, target.max_batch() - 1);
+  const bool calibrated = s.drafts() && s.drafter == DrafterChoice::model && draft &&
+                          (s.auto_tree || s.tree == TreeMode::optimal);
+  if (calibrated) ctx.calibration = load_calibration(target.path(), draft->path(), threads_);
+  std::string cache_warning;
+  if (calibrated && s.auto_tree) {
+    ctx.measure_timings = [&]() {
+      const std::vector<int32_t> p(prompt.begin(), prompt.end());
+      const std::vector<int32_t> tctx = calibration_timing_context(p, target.n_ctx());
+      if (tctx.empty()) return StepTimings{};
+      constexpr int kReps = 3;  // a quick measurement on the request's path; calibrate uses more
+      StepTimings t = measure_step_timings(target, draft, tctx, calibration_verify_nodes(),
+                                           calibration_draft_widths(), kReps);
+      if (!t.valid()) return t;
+      try {
+        cache_calibration_timings(ctx.calibration, target.path(), draft->path(), t, threads_,
+                                  static_cast<int>(tctx.size()), kReps);
+      } catch (const std::exception& e) {
+        cache_warning = std::string("could not cache the timings: ") + e.what();
+      }
+      return t;
+    };
+  }
+  TreePlan plan = plan_tree(s, ctx);
+  if (!cache_warning.empty()) plan.warnings.push_back(cache_warning);
+  return plan;
+}
+
+// ---- compare runs ---------------------------------------------------------------------------
+
+long RequestPlanner::first_difference(std::span<const int32_t> a, std::span<const int32_t> b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return static_cast<long>(i);
+  }
+  return a.size() == b.size() ? -1 : static_cast<long>(n);
+}
+
+CompareOutcome RequestPlanner::compare(const CompareRun& baseline, const CompareRun& speculative) {
+  CompareOutcome o;
+  o.first_diff = first_difference(baseline.tokens, speculative.tokens);
+  o.identical = o.first_diff < 0;
+  const double base = baseline.stats.tokens_per_s(), spec = speculative.stats.tokens_per_s();
+  o.speedup_decode = base > 0 && spec > 0 ? spec / base : 0.0;
+  o.total_time_ratio =
+      baseline.total_ms > 0 && speculative.total_ms > 0 ? baseline.total_ms / speculative.total_ms : 0.0;
+  return o;
+}
+
+}  // namespace specchat

@@ -1,0 +1,49 @@
+#include "engine/runtime/spec_settings.h"
+
+namespace specchat {
+
+const char* drafter_choice_name(DrafterChoice d) {
+  switch (d) {
+    case DrafterChoice::none: return "none";
+    case DrafterChoice::model: return "model";
+    case DrafterChoice::ngram: return "ngram";
+  }
+  return "none";
+}
+
+bool parse_drafter_choice(std::string_view name, DrafterChoice* out) {
+  for (DrafterChoice d : {DrafterChoice::none, DrafterChoice::model, DrafterChoice::ngram}) {
+    if (name == drafter_choice_name(d)) {
+      *out = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool parse_tree_mode(std::string_view name, TreeMode* out) {
+  for (TreeMode m : {TreeMode::chain, TreeMode::dynamic, TreeMode::optimal}) {
+    if (name == tree_mode_name(m)) {
+      *out = m;
+      return true;
+    }
+  }
+  return false;
+}
+
+SpecConfig to_spec_config(const SpecSettings& s, const TreeShape& shape) {
+  SpecConfig c;
+  c.drafter = s.drafter == DrafterChoice::ngram ? DrafterKind::ngram : DrafterKind::model;
+  c.draft_k = s.drafts() ? s.draft_k : 0;
+  c.tree.mode = s.tree;
+  c.tree.node_budget = s.node_budget;
+  c.tree.depth = s.depth;
+  c.tree.branch = s.branch;
+  if (s.tree == TreeMode::optimal) {
+    c.tree.shape_parent = shape.parent;
+    c.tree.shape_rank = shape.rank;
+  }
+  return c;
+}
+
+}  // namespace specchat

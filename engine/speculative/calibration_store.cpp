@@ -1,0 +1,157 @@
+#include "engine/speculative/calibration_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "engine/speculative/calibration_file.h"
+
+namespace specchat {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Whether the calibration's {size, fingerprint} entry describes the file at `path`.
+bool same_file(const json& stored, const std::string& path) {
+  if (!stored.is_object()) return false;
+  try {
+    return stored.value("size", uint64_t{0}) == file_size_bytes(path) &&
+           stored.value("fingerprint", std::string()) == file_fingerprint(path);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// The acceptance vector of a calibration object; empty when absent or not a list of
+// probabilities (SequoiaPlanner's contract: finite, in [0, 1]).
+std::vector<double> acceptance_of(const json& cal) {
+  try {
+    std::vector<double> a = cal.at("acceptance").at("accept_by_rank").get<std::vector<double>>();
+    for (double x : a) {
+      if (!std::isfinite(x) || x < 0 || x > 1) return {};
+    }
+    return a;
+  } catch (const json::exception&) {
+    return {};
+  }
+}
+
+}  // namespace
+
+const std::vector<int>& calibration_verify_nodes() {
+  static const std::vector<int> k = {0, 1, 2, 4, 8, 16, 32, 64};
+  return k;
+}
+
+const std::vector<int>& calibration_draft_widths() {
+  static const std::vector<int> k = {1, 2, 4, 8, 16};
+  return k;
+}
+
+std::vector<int32_t> calibration_timing_context(const std::vector<int32_t>& ctx, int n_ctx) {
+  const int room = std::max(1, n_ctx - (calibration_verify_nodes().back() + 1));
+  const size_t len =
+      static_cast<size_t>(std::min<int>({static_cast<int>(ctx.size()), kCalibrationTimingContext, room}));
+  return std::vector<int32_t>(ctx.end() - static_cast<std::ptrdiff_t>(len), ctx.end());
+}
+
+Calibration load_calibration(const std::string& target_path, const std::string& draft_path, int threads) {
+  Calibration c;
+  c.path = calibration_path(draft_path);
+  std::ifstream in(c.path);
+  if (!in) {
+    c.status = Calibration::Status::missing;
+    c.problem = "no calibration at " + c.path + " (run `specchat-cli calibrate`)";
+    return c;
+  }
+  json doc = json::parse(in, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    c.status = Calibration::Status::unreadable;
+    c.problem = "calibration " + c.path + " is not a JSON object";
+    return c;
+  }
+  if (!same_file(doc.value("target", json()), target_path) || !same_file(doc.value("draft", json()), draft_path)) {
+    c.status = Calibration::Status::other_files;
+    c.problem = "calibration " + c.path + " was made for other model files (re-run `specchat-cli calibrate`)";
+    return c;
+  }
+  c.status = Calibration::Status::ok;
+  c.accept_by_rank = acceptance_of(doc);
+  if (c.accept_by_rank.empty()) c.problem = "calibration " + c.path + " has no usable acceptance vector";
+  c.timings = calibration_timings_from_json(doc.value("timings", json()), threads);
+  c.doc = std::move(doc);
+  return c;
+}
+
+json calibration_file_info(const std::string& model_path) {
+  return json{{"file", fs::path(model_path).filename().string()},
+              {"size", file_size_bytes(model_path)},
+              {"fingerprint", file_fingerprint(model_path)}};
+}
+
+json calibration_timings_json(const StepTimings& t, int threads, int context_tokens, int reps) {
+  return json{{"backend", kCalibrationBackend}, {"threads", threads},
+              {"context_tokens", context_tokens}, {"reps", reps},
+              {"draft_widths", t.draft_widths}, {"draft_ms", t.draft_ms},
+              {"verify_nodes", t.verify_nodes}, {"verify_ms", t.verify_ms}};
+}
+
+StepTimings calibration_timings_from_json(const json& j, int threads) {
+  StepTimings t;
+  if (!j.is_object() || j.value("backend", std::string()) != kCalibrationBackend || j.value("threads", -1) != threads) {
+    return t;
+  }
+  try {
+    t.draft_widths = j.at("draft_widths").get<std::vector<int>>();
+    t.draft_ms = j.at("draft_ms").get<std::vector<double>>();
+    t.verify_nodes = j.at("verify_nodes").get<std::vector<int>>();
+    t.verify_ms = j.at("verify_ms").get<std::vector<double>>();
+  } catch (const json::exception&) {
+    return {};
+  }
+  return t.valid() ? t : StepTimings{};
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void write_calibration_file(const std::string& path, const json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+    out << j.dump(2) << "\n";
+    if (!out.flush()) throw std::runtime_error("cannot write " + tmp);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
+}
+
+void cache_calibration_timings(const Calibration& c, const std::string& target_path, const std::string& draft_path,
+                               const StepTimings& t, int threads, int context_tokens, int reps) {
+  if (c.status != Calibration::Status::ok && c.status != Calibration::Status::missing) return;
+  json updated = c.status == Calibration::Status::ok
+                     ? c.doc
+                     : json{{"version", kCalibrationVersion}, {"backend", kCalibrationBackend}};
+  updated["date"] = utc_now_iso8601();
+  updated["target"] = calibration_file_info(target_path);
+  updated["draft"] = calibration_file_info(draft_path);
+  updated["timings"] = calibration_timings_json(t, threads, context_tokens, reps);
+  write_calibration_file(c.path, updated);
+}
+
+}  // namespace specchat

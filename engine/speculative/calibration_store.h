@@ -1,0 +1,78 @@
+// A model pair's calibration file as JSON (issue 3; format in app/cli/calibrate.h): the one
+// reader behind tree planning (RequestPlanner::plan_tree, engine/runtime/request_planner.h) and
+// the writing helpers of `specchat-cli calibrate` and of the timings cache of `--tree auto`.
+// It needs nlohmann-json, so it is built with the front-end library (engine/CMakeLists.txt),
+// not with the engine core; the file-level conventions (path, fingerprint) are in
+// engine/speculative/calibration_file.h.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/speculative/budget.h"
+
+namespace specchat {
+
+inline constexpr int kCalibrationVersion = 1;
+// The backend timings are recorded for (timings of other backends are ignored).
+inline constexpr const char* kCalibrationBackend = "cpu";
+// Verification sizes N and draft widths w that are timed (issue 3); the budget search of
+// `--tree auto` stays within them and within kCalibrationMaxAutoNodes.
+const std::vector<int>& calibration_verify_nodes();  // {0, 1, 2, 4, 8, 16, 32, 64}
+const std::vector<int>& calibration_draft_widths();  // {1, 2, 4, 8, 16}
+inline constexpr int kCalibrationMaxAutoNodes = 64;
+inline constexpr int kCalibrationTimingContext = 64;  // tokens of real context timings run on
+
+// The context timings run on: the last kCalibrationTimingContext tokens of `ctx` (all of it
+// when shorter), fewer when the context (n_ctx) must keep room for the largest verification.
+// Returns [n] ids, n ≥ 1 when ctx is not empty.
+std::vector<int32_t> calibration_timing_context(const std::vector<int32_t>& ctx, int n_ctx);
+
+// What the calibration beside a pair's draft offers for planning.
+struct Calibration {
+  enum class Status {
+    ok,           // a JSON object made for these two model files
+    missing,      // no file
+    unreadable,   // not JSON, or not an object
+    other_files,  // made for other model files (size or fingerprint differ)
+  };
+  std::string path;                    // where it was looked for (calibration_path of the draft)
+  Status status = Status::missing;
+  // Why accept_by_rank is empty, in words without a final period ("no calibration at P (run
+  // `specchat-cli calibrate`)"); "" when it is usable.
+  std::string problem;
+  std::vector<double> accept_by_rank;  // [R] a[r], each finite in [0, 1]; empty = none usable
+  StepTimings timings;                 // for this backend and thread count; !valid() = none
+  nlohmann::json doc;                  // the file's object when status is ok, else null
+
+  bool has_acceptance() const { return !accept_by_rank.empty(); }
+};
+
+// Reads the calibration of the pair (target_path, draft_path) from calibration_path(draft_path).
+// `threads` selects the timings (they are kept per thread count). Never throws: every problem
+// is a status and a `problem` text.
+Calibration load_calibration(const std::string& target_path, const std::string& draft_path, int threads);
+
+// {"file": name, "size": bytes, "fingerprint": file_fingerprint} of a model file. Throws
+// std::filesystem::filesystem_error / std::runtime_error when it cannot be read.
+nlohmann::json calibration_file_info(const std::string& model_path);
+// {"backend", "threads", "context_tokens", "reps", "draft_widths", "draft_ms", "verify_nodes",
+// "verify_ms"} (times in ms per forward).
+nlohmann::json calibration_timings_json(const StepTimings& t, int threads, int context_tokens, int reps);
+// The inverse, for this backend and `threads`; an invalid (empty) table when the entry is for
+// another backend or thread count, or malformed.
+StepTimings calibration_timings_from_json(const nlohmann::json& j, int threads);
+// The current UTC time as "YYYY-MM-DDTHH:MM:SSZ".
+std::string utc_now_iso8601();
+// Writes `j` (indented) through a temporary file and a rename, so readers never see half a
+// file. Throws std::runtime_error when it cannot be written.
+void write_calibration_file(const std::string& path, const nlohmann::json& j);
+// Stores timings measured now into `c`'s file: into its object when status is ok, a new file
+// (version, backend, date, model infos, timings; no acceptance) when it is missing; does nothing
+// for a file that is unreadable or belongs to other models (it is not ours to overwrite).
+// Throws std::runtime_error when the write fails.
+void cache_calibration_timings(const Calibration& c, const std::string& target_path, const std::string& draft_path,
+                               const StepTimings& t, int threads, int context_tokens, int reps);
+
+}  // namespace specchat

@@ -1,0 +1,496 @@
+// RequestPlanner: the one request policy of every front end (engine/runtime/request_planner.h).
+// Context fitting (fits, oldest exchanges dropped, a prompt that alone is too long), tree
+// planning (clamping, THE calibration fallback, n-gram trees, auto budgets), the compare
+// definitions (speedup_decode, total_time_ratio), SpecSettings' defaults and conversion, and the
+// calibration file reader. [unit] cases use no models; the [model] case runs the bound forms on
+// the bundled pair.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/cli_runner.h"
+#include "engine/model.h"
+#include "engine/model_fixture.h"
+#include "engine/runtime/request_planner.h"
+#include "engine/runtime/spec_settings.h"
+#include "engine/speculative/calibration_file.h"
+#include "engine/speculative/calibration_store.h"
+
+using namespace specchat;
+namespace fs = std::filesystem;
+
+namespace {
+
+ContextMessage msg(const std::string& role, int n_tokens) {
+  return {{role, std::string(static_cast<size_t>(n_tokens), 'x')}, {}, 0, {}};
+}
+
+// A stand-in tokenizer: BOS plus one token per character of every message. Records what it
+// was last asked to encode.
+struct FakeEncoder {
+  std::vector<ContextMessage> last;
+  int calls = 0;
+  ContextEncoder fn() {
+    return [this](const std::vector<ContextMessage>& m) {
+      last = m;
+      ++calls;
+      ChatContext c;
+      c.prompt.push_back(1);
+      for (const ContextMessage& x : m) c.prompt.insert(c.prompt.end(), x.message.content.size(), 7);
+      return c;
+    };
+  }
+};
+
+std::vector<std::string> roles(const std::vector<ContextMessage>& m) {
+  std::vector<std::string> r;
+  for (const ContextMessage& x : m) r.push_back(x.message.role);
+  return r;
+}
+
+StepTimings timings(double draft_ms, double verify_base_ms, double verify_per_node_ms) {
+  StepTimings t;
+  t.draft_widths = {1, 2, 4, 8, 16};
+  for (int w : t.draft_widths) t.draft_ms.push_back(draft_ms * (1 + 0.05 * w));
+  t.verify_nodes = {0, 1, 2, 4, 8, 16, 32, 64};
+  for (int n : t.verify_nodes) t.verify_ms.push_back(verify_base_ms + verify_per_node_ms * n);
+  return t;
+}
+
+PlanContext with_draft(int max_nodes = 127) {
+  PlanContext c;
+  c.has_draft_model = true;
+  c.max_nodes = max_nodes;
+  c.calibration.path = "/nowhere/d.calibration.json";
+  c.calibration.status = Calibration::Status::missing;
+  c.calibration.problem = "no calibration at /nowhere/d.calibration.json (run `specchat-cli calibrate`)";
+  return c;
+}
+
+const std::vector<double> kMeasured = {0.77, 0.15, 0.04, 0.016, 0.007};
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+// ---- SpecSettings ---------------------------------------------------------------------------
+
+TEST_CASE("spec settings: one set of defaults, mapped to the engine's SpecConfig", "[unit]") {
+  const SpecSettings d;
+  CHECK(d.drafter == DrafterChoice::model);
+  CHECK(d.tree == TreeMode::chain);
+  CHECK_FALSE(d.auto_tree);
+  CHECK(d.draft_k == 4);
+  CHECK(d.node_budget == 16);
+  CHECK(d.depth == 5);
+  CHECK(d.branch == 3);
+
+  SpecConfig c = to_spec_config(d);
+  CHECK(c.draft_k == 4);
+  CHECK(c.drafter == DrafterKind::model);
+  CHECK(c.effective_budget().mode == TreeMode::chain);
+  CHECK(c.effective_budget().node_budget == 4);
+  CHECK(c.effective_budget().depth == 4);
+
+  SpecSettings s = d;
+  s.drafter = DrafterChoice::none;
+  CHECK(to_spec_config(s).draft_k == 0);
+  s.drafter = DrafterChoice::ngram;
+  s.tree = TreeMode::dynamic;
+  s.node_budget = 9;
+  s.depth = 3;
+  s.branch = 2;
+  c = to_spec_config(s);
+  CHECK(c.drafter == DrafterKind::ngram);
+  CHECK(c.tree.mode == TreeMode::dynamic);
+  CHECK(c.tree.node_budget == 9);
+  CHECK(c.tree.depth == 3);
+  CHECK(c.tree.branch == 2);
+  CHECK(c.tree.shape_parent.empty());
+
+  s.tree = TreeMode::optimal;
+  const TreeShape shape = sequoia_tree(kMeasured, 6, 3);
+  c = to_spec_config(s, shape);
+  CHECK(c.tree.shape_parent == shape.parent);
+  CHECK(c.tree.shape_rank == shape.rank);
+
+  DrafterChoice dc = DrafterChoice::model;
+  CHECK(parse_drafter_choice("ngram", &dc));
+  CHECK(dc == DrafterChoice::ngram);
+  CHECK_FALSE(parse_drafter_choice("bogus", &dc));
+  TreeMode m = TreeMode::chain;
+  CHECK(parse_tree_mode("optimal", &m));
+  CHECK(m == TreeMode::optimal);
+  CHECK_FALSE(parse_tree_mode("auto", &m));
+}
+
+// ---- fit_context ----------------------------------------------------------------------------
+
+TEST_CASE("fit_context: a conversation that fits is encoded whole", "[unit]") {
+  FakeEncoder enc;
+  const ContextFit f =
+      RequestPlanner::fit_context({msg("system", 10), msg("user", 10)}, /*max_tokens=*/20, /*n_ctx=*/100, enc.fn());
+  CHECK(f.fits);
+  CHECK(f.problem.empty());
+  CHECK(f.n_dropped == 0);
+  CHECK(f.reserve == 20);
+  CHECK(f.prompt.size() == 21u);
+  CHECK(enc.calls == 1);
+}
+
+TEST_CASE("fit_context: the reserve is min(max_tokens, n_ctx / 2), at least 1", "[unit]") {
+  FakeEncoder enc;
+  CHECK(RequestPlanner::fit_context({msg("user", 1)}, 1000, 128, enc.fn()).reserve == 64);
+  CHECK(RequestPlanner::fit_context({msg("user", 1)}, 10, 128, enc.fn()).reserve == 10);
+  CHECK(RequestPlanner::fit_context({msg("user", 1)}, 0, 128, enc.fn()).reserve == 1);
+  CHECK(RequestPlanner::fit_context({msg("user", 1)}, 5, 1, enc.fn()).reserve == 1);
+}
+
+TEST_CASE("fit_context: the oldest exchanges are dropped, never the system prompt or the last turn", "[unit]") {
+  FakeEncoder enc;
+  // 1 + 10 + 4 * 30 + 10 = 141 tokens; n_ctx 128 with a reserve of 64 leaves 64 for the prompt.
+  const std::vector<ContextMessage> conv = {msg("system", 10), msg("user", 30),      msg("assistant", 30),
+                                            msg("user", 30),   msg("assistant", 30), msg("user", 10)};
+  const ContextFit f = RequestPlanner::fit_context(conv, 64, 128, enc.fn());
+  CHECK(f.fits);
+  CHECK(f.n_dropped == 4);
+  CHECK(f.prompt.size() == 21u);
+  CHECK(roles(enc.last) == std::vector<std::string>{"system", "user"});
+  CHECK(enc.last.back().message.content.size() == 10u);
+
+  // Dropping stops as soon as the reply has room: one exchange is enough here.
+  const ContextFit g = RequestPlanner::fit_context(conv, 40, 128, enc.fn());
+  CHECK(g.n_dropped == 2);
+  CHECK(g.prompt.size() == 81u);
+  CHECK(roles(enc.last) == std::vector<std::string>{"system", "user", "assistant", "user"});
+
+  // Several replies after one turn go with it (regenerated replies, a continuation).
+  const ContextFit h = RequestPlanner::fit_context(
+      {msg("user", 40), msg("assistant", 40), msg("assistant", 40), msg("user", 10)}, 64, 128, enc.fn());
+  CHECK(h.n_dropped == 3);
+  CHECK(roles(enc.last) == std::vector<std::string>{"user"});
+}
+
+TEST_CASE("fit_context: a prompt that alone fills the context does not fit", "[unit]") {
+  FakeEncoder enc;
+  const ContextFit f = RequestPlanner::fit_context({msg("system", 10), msg("user", 30), msg("assistant", 30),
+                                                    msg("user", 200)},
+                                                   64, 128, enc.fn());
+  CHECK_FALSE(f.fits);
+  CHECK(f.n_dropped == 2);  // everything droppable went first
+  CHECK(f.prompt.size() == 211u);
+  CHECK(contains(f.problem, "211 tokens"));
+  CHECK(contains(f.problem, "128"));
+
+  // Room for one token is enough to run (the reply may end context_full); none is not.
+  CHECK(RequestPlanner::fit_context({msg("user", 126)}, 64, 128, enc.fn()).fits);
+  CHECK_FALSE(RequestPlanner::fit_context({msg("user", 127)}, 64, 128, enc.fn()).fits);
+}
+
+// ---- plan_tree ------------------------------------------------------------------------------
+
+TEST_CASE("plan_tree: plain decoding, no draft model, clamped budgets", "[unit]") {
+  SpecSettings s;
+  s.draft_k = 0;
+  TreePlan p = RequestPlanner::plan_tree(s, with_draft());
+  CHECK_FALSE(p.speculative());
+  CHECK(p.settings.drafter == DrafterChoice::none);
+  CHECK(p.warnings.empty());
+
+  s = SpecSettings{};
+  s.drafter = DrafterChoice::none;
+  CHECK(RequestPlanner::plan_tree(s, with_draft()).spec.draft_k == 0);
+
+  s = SpecSettings{};
+  PlanContext no_draft = with_draft();
+  no_draft.has_draft_model = false;
+  p = RequestPlanner::plan_tree(s, no_draft);
+  CHECK_FALSE(p.speculative());
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "no draft model"));
+  // The n-gram drafter needs no draft model.
+  s.drafter = DrafterChoice::ngram;
+  CHECK(RequestPlanner::plan_tree(s, no_draft).spec.draft_k == 4);
+
+  s = SpecSettings{};
+  s.tree = TreeMode::dynamic;
+  s.draft_k = 200;
+  s.node_budget = 500;
+  s.depth = 600;
+  s.branch = 0;
+  p = RequestPlanner::plan_tree(s, with_draft(31));
+  CHECK(p.warnings.empty());  // chains and dynamic trees never consult the calibration
+  CHECK(p.settings.draft_k == 31);
+  CHECK(p.spec.tree.node_budget == 31);
+  CHECK(p.spec.tree.depth == 31);
+  CHECK(p.spec.tree.branch == 1);
+  s.node_budget = 6;
+  s.depth = 9;
+  p = RequestPlanner::plan_tree(s, with_draft());
+  CHECK(p.spec.tree.depth == 6);
+  CHECK(p.acceptance_source.empty());
+}
+
+TEST_CASE("plan_tree: optimal trees from the calibration, else THE fallback (the prior)", "[unit]") {
+  SpecSettings s;
+  s.tree = TreeMode::optimal;
+  s.node_budget = 8;
+  s.depth = 3;
+  PlanContext ctx = with_draft();
+  ctx.calibration.status = Calibration::Status::ok;
+  ctx.calibration.problem.clear();
+  ctx.calibration.accept_by_rank = kMeasured;
+  TreePlan p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.warnings.empty());
+  CHECK(p.acceptance_source == "calibration");
+  CHECK(p.calibration_found);
+  const TreeShape want = sequoia_tree(kMeasured, 8, 3);
+  CHECK(p.spec.tree.mode == TreeMode::optimal);
+  CHECK(p.spec.tree.shape_parent == want.parent);
+  CHECK(p.spec.tree.shape_rank == want.rank);
+  CHECK(p.expected_tokens() == Approx(want.expected_tokens));
+
+  const std::vector<double> prior = RequestPlanner::prior_accept_by_rank();
+  REQUIRE(prior.size() == 8u);
+  CHECK(prior[0] == 0.5);
+  CHECK(prior[7] == Approx(std::pow(0.5, 8)));
+  struct Case {
+    Calibration::Status status;
+    std::string problem;
+  };
+  for (const Case& c : {Case{Calibration::Status::missing, "no calibration at X (run `specchat-cli calibrate`)"},
+                        Case{Calibration::Status::other_files, "calibration X was made for other model files"},
+                        Case{Calibration::Status::unreadable, "calibration X is not a JSON object"},
+                        Case{Calibration::Status::ok, "calibration X has no usable acceptance vector"}}) {
+    INFO(c.problem);
+    PlanContext f = with_draft();
+    f.calibration.status = c.status;
+    f.calibration.problem = c.problem;
+    p = RequestPlanner::plan_tree(s, f);
+    CHECK(p.acceptance_source == "fallback");
+    CHECK(p.accept_by_rank == prior);
+    CHECK(p.spec.tree.mode == TreeMode::optimal);  // the requested shape family is kept
+    CHECK(p.spec.tree.shape_parent == sequoia_tree(prior, 8, 3).parent);
+    REQUIRE(p.warnings.size() == 1);
+    CHECK(contains(p.warnings[0], c.problem));
+    CHECK(contains(p.warnings[0], "prior"));
+  }
+}
+
+TEST_CASE("plan_tree: the n-gram drafter's optimal and auto trees are dynamic", "[unit]") {
+  for (bool automatic : {false, true}) {
+    SpecSettings s;
+    s.drafter = DrafterChoice::ngram;
+    s.tree = TreeMode::optimal;
+    s.auto_tree = automatic;
+    s.node_budget = 12;
+    s.depth = 4;
+    const TreePlan p = RequestPlanner::plan_tree(s, with_draft());
+    CHECK(p.spec.drafter == DrafterKind::ngram);
+    CHECK(p.spec.tree.mode == TreeMode::dynamic);
+    CHECK(p.spec.tree.node_budget == 12);
+    CHECK(p.acceptance_source.empty());
+    REQUIRE(p.warnings.size() == 1);
+    CHECK(contains(p.warnings[0], "n-gram"));
+  }
+}
+
+TEST_CASE("plan_tree: auto budgets from the calibration's timings, else measured once", "[unit]") {
+  SpecSettings s;
+  s.auto_tree = true;
+  PlanContext ctx = with_draft();
+  ctx.calibration.status = Calibration::Status::ok;
+  ctx.calibration.problem.clear();
+  ctx.calibration.accept_by_rank = kMeasured;
+  ctx.calibration.timings = timings(0.2, 10.0, 0.05);  // verification nearly flat: trees pay
+  int measured = 0;
+  ctx.measure_timings = [&] {
+    ++measured;
+    return timings(0.2, 10.0, 0.05);
+  };
+  TreePlan p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(measured == 0);
+  CHECK(p.timings_source == "calibration");
+  const SequoiaPlanner planner(kMeasured, 64, 64);
+  const BudgetChoice want = choose_budget(planner, ctx.calibration.timings, 64, 64);
+  REQUIRE(want.node_budget > 0);
+  CHECK(p.speculative());
+  CHECK(p.choice.node_budget == want.node_budget);
+  CHECK(p.choice.depth == want.depth);
+  CHECK(p.expected_tokens() == Approx(want.expected_tokens));
+  CHECK(p.baseline_ms_per_token == Approx(10.0));
+  CHECK(p.spec.effective_budget().node_budget == want.node_budget);
+  CHECK_FALSE(p.settings.auto_tree);
+
+  ctx.calibration.timings = StepTimings{};
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(measured == 1);
+  CHECK(p.timings_source == "measured");
+
+  // Drafting that costs more than it saves: plain decoding.
+  ctx.calibration.timings = timings(50.0, 1.0, 1.0);
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK_FALSE(p.speculative());
+  CHECK(p.choice.node_budget == 0);
+
+  // No timings and no way to measure them: an error, not a silent guess.
+  ctx.calibration.timings = StepTimings{};
+  ctx.measure_timings = [] { return StepTimings{}; };
+  CHECK_THROWS_AS(RequestPlanner::plan_tree(s, ctx), std::runtime_error);
+}
+
+// ---- compare --------------------------------------------------------------------------------
+
+TEST_CASE("compare: speedup_decode is the decode tokens/s ratio, total_time_ratio beside it", "[unit]") {
+  CompareRun base, spec;
+  base.tokens = spec.tokens = {3, 4, 5, 6};
+  base.stats.n_generated = spec.stats.n_generated = 4;
+  base.stats.decode_ms = 400;  // 10 tok/s
+  spec.stats.decode_ms = 100;  // 40 tok/s
+  base.total_ms = 500;         // prefill 100 ms on both sides
+  spec.total_ms = 200;
+  CompareOutcome c = RequestPlanner::compare(base, spec);
+  CHECK(c.identical);
+  CHECK(c.first_diff == -1);
+  CHECK(c.speedup_decode == Approx(4.0));
+  CHECK(c.total_time_ratio == Approx(2.5));
+
+  spec.tokens = {3, 4, 9, 6};
+  c = RequestPlanner::compare(base, spec);
+  CHECK_FALSE(c.identical);
+  CHECK(c.first_diff == 2);
+  spec.tokens = {3, 4, 5};
+  CHECK(RequestPlanner::compare(base, spec).first_diff == 3);
+  CHECK(RequestPlanner::first_difference(std::vector<int32_t>{}, std::vector<int32_t>{}) == -1);
+
+  spec.stats = GenerationStats{};  // an empty side: no ratio
+  spec.total_ms = 0;
+  c = RequestPlanner::compare(base, spec);
+  CHECK(c.speedup_decode == 0);
+  CHECK(c.total_time_ratio == 0);
+}
+
+// ---- the calibration file -------------------------------------------------------------------
+
+TEST_CASE("calibration store: status, acceptance and timings of a pair's file", "[unit]") {
+  const fs::path dir = fs::temp_directory_path() / ("specchat-planner-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string target = (dir / "t.gguf").string(), draft = (dir / "d.gguf").string();
+  std::ofstream(target) << "target bytes";
+  std::ofstream(draft) << "draft bytes";
+  const std::string path = calibration_path(draft);
+
+  Calibration c = load_calibration(target, draft, 0);
+  CHECK(c.path == path);
+  CHECK(c.status == Calibration::Status::missing);
+  CHECK(contains(c.problem, "no calibration"));
+  CHECK_FALSE(c.has_acceptance());
+
+  std::ofstream(path) << "[1, 2";
+  c = load_calibration(target, draft, 0);
+  CHECK(c.status == Calibration::Status::unreadable);
+
+  nlohmann::json j{{"version", kCalibrationVersion},
+                   {"target", calibration_file_info(target)},
+                   {"draft", calibration_file_info(draft)},
+                   {"acceptance", {{"accept_by_rank", kMeasured}}},
+                   {"timings", calibration_timings_json(timings(0.2, 10, 0.1), 0, 64, 3)}};
+  write_calibration_file(path, j);
+  c = load_calibration(target, draft, 0);
+  CHECK(c.status == Calibration::Status::ok);
+  CHECK(c.problem.empty());
+  CHECK(c.accept_by_rank == kMeasured);
+  CHECK(c.timings.valid());
+  CHECK_FALSE(load_calibration(target, draft, 4).timings.valid());  // timings are per thread count
+
+  j["acceptance"]["accept_by_rank"] = {0.5, 1.5};  // not probabilities
+  write_calibration_file(path, j);
+  c = load_calibration(target, draft, 0);
+  CHECK(c.status == Calibration::Status::ok);
+  CHECK_FALSE(c.has_acceptance());
+  CHECK(contains(c.problem, "no usable acceptance vector"));
+
+  std::ofstream(draft) << "another draft";
+  c = load_calibration(target, draft, 0);
+  CHECK(c.status == Calibration::Status::other_files);
+  CHECK(contains(c.problem, "other model files"));
+  // Not ours to overwrite: caching timings leaves it alone.
+  cache_calibration_timings(c, target, draft, timings(1, 1, 1), 0, 8, 1);
+  CHECK(load_calibration(target, draft, 0).status == Calibration::Status::other_files);
+
+  // A missing file gets a timings-only calibration; an existing one keeps its acceptance.
+  fs::remove(path);
+  cache_calibration_timings(load_calibration(target, draft, 2), target, draft, timings(1, 2, 3), 2, 8, 1);
+  c = load_calibration(target, draft, 2);
+  CHECK(c.status == Calibration::Status::ok);
+  CHECK_FALSE(c.has_acceptance());
+  CHECK(c.timings.valid());
+  fs::remove_all(dir);
+}
+
+// ---- the bound forms on the bundled pair ----------------------------------------------------
+
+TEST_CASE("request planner on the bundled pair: context fitting and the calibrated optimal tree", "[model]") {
+  ModelPair& pair = test::bundled_pair();
+  const RequestPlanner planner(pair);
+  const int n_ctx = pair.target->n_ctx();
+  std::vector<ContextMessage> conv = {{{"system", "You are brief."}, {}, 0, {}}};
+  const std::string turn = "Tell me about the harbour, the boats and the fishermen who sell fish at the market.";
+  for (int i = 0; i < 12; ++i) {
+    conv.push_back({{"user", turn}, {}, 0, {}});
+    conv.push_back({{"assistant", turn}, {}, 0, {}});
+  }
+  conv.push_back({{"user", "And then?"}, {}, 0, {}});
+  const ContextFit f = planner.fit_context(conv, 48);
+  CHECK(f.fits);
+  CHECK(f.n_dropped > 0);
+  CHECK(f.n_dropped % 2 == 0);  // whole exchanges
+  CHECK(static_cast<int>(f.prompt.size()) + f.reserve <= n_ctx);
+  std::vector<ContextMessage> kept = {conv.front()};
+  kept.insert(kept.end(), conv.begin() + 1 + f.n_dropped, conv.end());
+  CHECK(f.prompt == build_chat_context(pair, kept).prompt);
+
+  SpecSettings s;
+  s.tree = TreeMode::optimal;
+  s.node_budget = 8;
+  s.depth = 4;
+  const TreePlan p = planner.plan_tree(s);
+  CHECK(p.warnings.empty());
+  CHECK(p.acceptance_source == "calibration");  // resources/models/specchat-draft.calibration.json
+  CHECK(p.spec.tree.mode == TreeMode::optimal);
+  CHECK_FALSE(p.spec.tree.shape_parent.empty());
+  CHECK(static_cast<int>(p.spec.tree.shape_parent.size()) <= 8);
+}
+
+// The CLI's flags take SpecSettings' defaults (the app's settings are checked in
+// tests/ui/test_gui_settings.cpp): a dynamic tree with nothing else given runs N 16, D 5, K 3;
+// compare reports RequestPlanner::compare's two numbers under their names.
+TEST_CASE("request planner: the CLI runs SpecSettings' defaults and reports both compare numbers", "[model][cli]") {
+  const SpecSettings d;
+  auto r = test::run_cli({"generate", "--json", "--tree", "dynamic", "-n", "4", "--prompt", "Once upon a time"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.json_ok);
+  CHECK(r.json.at("draft_k") == d.draft_k);
+  CHECK(r.json.at("node_budget") == d.node_budget);
+  CHECK(r.json.at("depth") == d.depth);
+  CHECK(r.json.at("branch") == d.branch);
+
+  r = test::run_cli({"compare", "--json", "-n", "8", "--prompt", "Once upon a time"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.json_ok);
+  CHECK_FALSE(r.json.contains("speedup"));
+  const double base_tps = r.json.at("baseline").at("tokens_per_s"), spec_tps = r.json.at("speculative").at("tokens_per_s");
+  CHECK(r.json.at("speedup_decode").get<double>() == Approx(spec_tps / base_tps));
+  const double base_ms = r.json.at("baseline").at("total_ms"), spec_ms = r.json.at("speculative").at("total_ms");
+  CHECK(r.json.at("total_time_ratio").get<double>() == Approx(base_ms / spec_ms));
+  CHECK(base_ms >= r.json.at("baseline").at("decode_ms").get<double>());
+}
