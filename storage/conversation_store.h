@@ -109,7 +109,11 @@ struct CompareRecord {
   int64_t created_ms = 0;                  // Unix epoch ms; 0 on save means "now"
   std::string prompt;
   std::string params_json, baseline_json, speculative_json;
-  double speedup = 0;        // baseline total time / speculative total time; finite, >= 0
+  // RequestPlanner::compare's definitions (engine/runtime/request_planner.h): speculative decode
+  // tokens/s over baseline decode tokens/s, and beside it baseline total time over speculative
+  // total time (prefill included). Both finite, >= 0 (0 = unknown).
+  double speedup = 0;
+  double total_time_ratio = 0;
   bool identical = false;    // greedy verdict: the two token streams are the same
   int64_t first_diff = -1;   // first differing token position; -1 exactly when identical
 };

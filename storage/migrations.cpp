@@ -1,6 +1,12 @@
 // Schema migrations (see migrations.h). Each step is a named SQL constant and a small function.
 #include "storage/migrations.h"
 
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include "storage/sql.h"
 
 namespace specchat::migrations {
@@ -98,6 +104,17 @@ CREATE TABLE compare_runs (
 CREATE INDEX compare_runs_by_conversation ON compare_runs(conversation_id, id);
 )sql";
 
+// Version 3: a compare run keeps both numbers RequestPlanner::compare defines (issue 9; one
+// definition for every front end): `speedup` is the decode tokens/s ratio (speculative /
+// baseline) and `total_time_ratio` (baseline total time / speculative total time, prefill
+// included) is stored beside it. Rows saved before held a ratio of total-time tokens/s in
+// `speedup`; apply_v3 recomputes both from each side's JSON ("tokens_per_s" is the decode speed,
+// "total_ms" the side's total time), 0 where those are missing. In C++ rather than SQL's json
+// functions, which an SQLite build may leave out.
+constexpr const char* kSchemaV3 = "ALTER TABLE compare_runs ADD COLUMN total_time_ratio REAL NOT NULL DEFAULT 0";
+constexpr const char* kSelectCompareSides = "SELECT id, baseline_json, speculative_json FROM compare_runs";
+constexpr const char* kUpdateCompareRatios = "UPDATE compare_runs SET speedup = ?2, total_time_ratio = ?3 WHERE id = ?1";
+
 constexpr const char* kSelectUserVersion = "PRAGMA user_version";
 // One statement, so one snapshot: read separately, a connection racing ours to create the same
 // new file could commit in between and make it look like another program's file.
@@ -108,6 +125,37 @@ constexpr const char* kForeignKeyCheck = "PRAGMA foreign_key_check";
 
 void apply_v1(sqlite3* db) { sql::exec(db, kSchemaV1, "migration 1 (initial schema)"); }
 void apply_v2(sqlite3* db) { sql::exec(db, kSchemaV2, "migration 2 (compare_runs)"); }
+
+// A positive finite number at `key` of a side's JSON text, else 0.
+double side_number(const std::string& side_json, const char* key) {
+  const nlohmann::json j = nlohmann::json::parse(side_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains(key) || !j.at(key).is_number()) return 0.0;
+  const double v = j.at(key).get<double>();
+  return std::isfinite(v) && v > 0 ? v : 0.0;
+}
+
+double ratio(double num, double den) { return num > 0 && den > 0 ? num / den : 0.0; }
+
+void apply_v3(sqlite3* db) {
+  sql::exec(db, kSchemaV3, "migration 3 (compare_runs.total_time_ratio)");
+  struct Row {
+    int64_t id;
+    double speedup, total_time_ratio;
+  };
+  std::vector<Row> rows;
+  {
+    sql::Stmt st(db, kSelectCompareSides, "migration 3: read compare runs");
+    while (st.step()) {
+      const std::string base = st.text(1), spec = st.text(2);
+      rows.push_back({st.int64(0), ratio(side_number(spec, "tokens_per_s"), side_number(base, "tokens_per_s")),
+                      ratio(side_number(base, "total_ms"), side_number(spec, "total_ms"))});
+    }
+  }
+  for (const Row& r : rows) {
+    sql::Stmt st(db, kUpdateCompareRatios, "migration 3: update compare run");
+    st.bind(1, r.id).bind_real(2, r.speedup).bind_real(3, r.total_time_ratio).run();
+  }
+}
 
 int64_t select_int(sqlite3* db, const char* query) {
   sql::Stmt st(db, query, query);
@@ -158,6 +206,7 @@ const std::vector<Step>& steps() {
   static const std::vector<Step> kSteps = {
       {1, "initial schema: conversations, messages, generations, models", apply_v1},
       {2, "compare_runs: saved baseline vs speculative comparisons", apply_v2},
+      {3, "compare_runs: speedup is the decode tokens/s ratio, total_time_ratio beside it", apply_v3},
   };
   return kSteps;
 }

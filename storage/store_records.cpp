@@ -131,11 +131,11 @@ int64_t upsert_model_row(sqlite3* db, const ModelRecord& m) {
 constexpr const char* kConversationExists = "SELECT 1 FROM conversations WHERE id = ?1";
 constexpr const char* kInsertCompareRun =
     "INSERT INTO compare_runs (conversation_id, created_ms, prompt, params_json, baseline_json, "
-    "speculative_json, speedup, identical, first_diff) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+    "speculative_json, speedup, identical, first_diff, total_time_ratio) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 #define SPECCHAT_COMPARE_COLUMNS                                                                \
   "SELECT id, conversation_id, created_ms, prompt, params_json, baseline_json, speculative_json, " \
-  "speedup, identical, first_diff FROM compare_runs "
+  "speedup, identical, first_diff, total_time_ratio FROM compare_runs "
 constexpr const char* kSelectAllCompareRuns = SPECCHAT_COMPARE_COLUMNS "ORDER BY id DESC";
 constexpr const char* kSelectCompareRunsOf =
     SPECCHAT_COMPARE_COLUMNS "WHERE conversation_id = ?1 ORDER BY id DESC";
@@ -155,6 +155,9 @@ void validate_compare(const CompareRecord& r) {
   if (!std::isfinite(r.speedup) || r.speedup < 0)
     throw StorageError("invalid", "compare run: speedup " + std::to_string(r.speedup) +
                                       " is not a finite non-negative number");
+  if (!std::isfinite(r.total_time_ratio) || r.total_time_ratio < 0)
+    throw StorageError("invalid", "compare run: total_time_ratio " + std::to_string(r.total_time_ratio) +
+                                      " is not a finite non-negative number");
   check_json("compare params_json", r.params_json);
   check_json("compare baseline_json", r.baseline_json);
   check_json("compare speculative_json", r.speculative_json);
@@ -168,7 +171,8 @@ int64_t insert_compare_run(sqlite3* db, const CompareRecord& r) {
   bind_json(st, 4, r.params_json);
   bind_json(st, 5, r.baseline_json);
   bind_json(st, 6, r.speculative_json);
-  st.bind_real(7, r.speedup).bind(8, int64_t{r.identical ? 1 : 0}).bind(9, r.first_diff).run();
+  st.bind_real(7, r.speedup).bind(8, int64_t{r.identical ? 1 : 0}).bind(9, r.first_diff);
+  st.bind_real(10, r.total_time_ratio).run();
   return sqlite3_last_insert_rowid(db);
 }
 
@@ -184,6 +188,7 @@ CompareRecord read_compare_run(const sql::Stmt& st) {
   r.speedup = st.real(7);
   r.identical = st.int64(8) != 0;
   r.first_diff = st.int64(9);
+  r.total_time_ratio = st.real(10);
   return r;
 }
 

@@ -80,6 +80,24 @@ CREATE TABLE models (
 );
 )sql";
 
+// Schema version 2 (compare_runs) exactly as that release wrote it. Never edit (see above).
+constexpr const char* kFrozenSchemaV2 = R"sql(
+CREATE TABLE compare_runs (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  conversation_id  INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+  created_ms       INTEGER NOT NULL,
+  prompt           TEXT    NOT NULL DEFAULT '',
+  params_json      TEXT,
+  baseline_json    TEXT,
+  speculative_json TEXT,
+  speedup          REAL,
+  identical        INTEGER NOT NULL CHECK (identical IN (0, 1)),
+  first_diff       INTEGER NOT NULL DEFAULT -1,
+  CHECK ((identical = 1 AND first_diff = -1) OR (identical = 0 AND first_diff >= 0))
+);
+CREATE INDEX compare_runs_by_conversation ON compare_runs(conversation_id, id);
+)sql";
+
 std::vector<std::string> schema_of(const std::string& path) {
   RawDb raw(path);
   return raw.column(
@@ -429,4 +447,43 @@ TEST_CASE("crash safety: a writer killed with SIGKILL loses no committed message
   }
   RawDb raw(path);
   CHECK(raw.scalar("PRAGMA integrity_check") == "ok");
+}
+
+// v2 -> v3: `speedup` held a ratio of total-time tokens/s; it becomes RequestPlanner::compare's
+// decode tokens/s ratio, and total_time_ratio is filled beside it, both from the sides' JSON.
+TEST_CASE("migrations: version 2 compare runs get the decode speedup and the total-time ratio", "[unit]") {
+  TempDir dir;
+  const std::string old_path = dir.file("v2.sqlite");
+  {
+    RawDb raw(old_path);
+    raw.exec(kFrozenSchemaV1);
+    raw.exec(kFrozenSchemaV2);
+    raw.exec("PRAGMA user_version = 2");
+    raw.exec(
+        "INSERT INTO compare_runs (created_ms, prompt, baseline_json, speculative_json, speedup, identical, "
+        "first_diff) VALUES (1, 'p', '{\"tokens_per_s\":10,\"total_ms\":500}', "
+        "'{\"tokens_per_s\":40.0,\"total_ms\":200}', 2.5, 1, -1)");
+    // Sides without the numbers (or not JSON): 0, "unknown".
+    raw.exec(
+        "INSERT INTO compare_runs (created_ms, prompt, baseline_json, speculative_json, speedup, identical, "
+        "first_diff) VALUES (2, 'q', '{}', NULL, 1.7, 0, 3)");
+  }
+  ConversationStore store(old_path);
+  const auto runs = store.compare_runs();  // newest first
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[1].speedup == Approx(4.0));
+  CHECK(runs[1].total_time_ratio == Approx(2.5));
+  CHECK(runs[0].speedup == 0);
+  CHECK(runs[0].total_time_ratio == 0);
+  CHECK(runs[0].first_diff == 3);
+
+  CompareRecord r;
+  r.speedup = 1.25;
+  r.total_time_ratio = 1.1;
+  r.identical = true;
+  const int64_t id = store.save_compare_run(r);
+  CHECK(store.compare_runs().front().id == id);
+  CHECK(store.compare_runs().front().total_time_ratio == Approx(1.1));
+  r.total_time_ratio = -1;
+  CHECK(storage_error_kind([&] { store.save_compare_run(r); }) == "invalid");
 }
