@@ -27,7 +27,7 @@ QString format_compare_side(const CompareSide& s, bool speculative) {
   const QString sep = QStringLiteral(" \u00b7 ");
   QStringList parts;
   parts << CompareView::tr("TTFT %1 ms").arg(s.stats.ttft_ms, 0, 'f', 0)
-        << CompareView::tr("%1 tok/s").arg(s.tokens_per_s_total(), 0, 'f', 1)
+        << CompareView::tr("%1 tok/s").arg(s.stats.tokens_per_s(), 0, 'f', 1)
         << CompareView::tr("total %1 s").arg(s.total_ms / 1000.0, 0, 'f', 2)
         << CompareView::tr("%1 tokens").arg(s.stats.n_generated);
   if (speculative && s.stats.n_drafted > 0) {
@@ -35,6 +35,14 @@ QString format_compare_side(const CompareSide& s, bool speculative) {
           << QStringLiteral("\u03c4 %1").arg(s.stats.mean_accepted_length(), 0, 'f', 2);
   }
   return parts.join(sep);
+}
+
+QString format_speedup_decode(const CompareResult& r) {
+  return CompareView::tr("speedup (decode) %1\u00d7").arg(r.speedup_decode, 0, 'f', 2);
+}
+
+QString format_total_time_ratio(const CompareResult& r) {
+  return CompareView::tr("total-time ratio %1\u00d7").arg(r.total_time_ratio, 0, 'f', 2);
 }
 
 CompareView::CompareView(EngineWorker* worker, QWidget* parent)
@@ -47,6 +55,7 @@ CompareView::CompareView(EngineWorker* worker, QWidget* parent)
       text_{new QPlainTextEdit, new QPlainTextEdit},
       stats_{new QLabel, new QLabel},
       speedup_(new QLabel),
+      total_ratio_(new QLabel),
       verdict_(new QLabel),
       status_(new QLabel) {
   setObjectName(QStringLiteral("compareView"));
@@ -60,6 +69,7 @@ CompareView::CompareView(EngineWorker* worker, QWidget* parent)
   stats_[0]->setObjectName(QStringLiteral("compareBaselineStats"));
   stats_[1]->setObjectName(QStringLiteral("compareSpeculativeStats"));
   speedup_->setObjectName(QStringLiteral("compareSpeedup"));
+  total_ratio_->setObjectName(QStringLiteral("compareTotalTimeRatio"));
   verdict_->setObjectName(QStringLiteral("compareVerdict"));
   status_->setObjectName(QStringLiteral("compareStatus"));
 
@@ -71,6 +81,10 @@ CompareView::CompareView(EngineWorker* worker, QWidget* parent)
   big.setPointSizeF(big.pointSizeF() * 1.5);
   big.setBold(true);
   speedup_->setFont(big);
+  speedup_->setToolTip(tr("speedup_decode: speculative decode tokens/s over baseline decode tokens/s "
+                          "(prefill excluded)"));
+  total_ratio_->setToolTip(tr("total_time_ratio: baseline total time over speculative total time "
+                              "(request start to last token, prefill included)"));
   status_->setWordWrap(true);
   for (int i = 0; i < 2; ++i) {
     text_[i]->setReadOnly(true);
@@ -97,6 +111,8 @@ CompareView::CompareView(EngineWorker* worker, QWidget* parent)
   grid->addWidget(stats_[1], 2, 1);
   auto* verdict_row = new QHBoxLayout;
   verdict_row->addWidget(speedup_);
+  verdict_row->addSpacing(16);
+  verdict_row->addWidget(total_ratio_);
   verdict_row->addSpacing(16);
   verdict_row->addWidget(verdict_, 1);
   verdict_row->addWidget(save_);
@@ -163,6 +179,7 @@ void CompareView::run() {
     stats_[i]->clear();
   }
   speedup_->clear();
+  total_ratio_->clear();
   verdict_->clear();
   verdict_->setStyleSheet(QString());
   status_->setText(tr("Running baseline\u2026"));
@@ -199,7 +216,8 @@ void CompareView::onFinished(const CompareResult& r) {
   } else {
     stats_[0]->setText(format_compare_side(r.baseline, false));
     stats_[1]->setText(format_compare_side(r.speculative, true));
-    speedup_->setText(tr("%1\u00d7").arg(r.speedup, 0, 'f', 2));
+    speedup_->setText(format_speedup_decode(r));
+    total_ratio_->setText(format_total_time_ratio(r));
     verdict_->setText(compare_verdict(r));
     const bool bad = r.greedy && !r.identical;
     verdict_->setStyleSheet(bad ? QStringLiteral("color: #c0392b;") : QStringLiteral("color: #1e8449;"));

@@ -1,6 +1,7 @@
 // Side-by-side compare: one prompt generated baseline (no drafter) then speculative on the
-// engine thread (EngineWorker::compare), each side's text, TTFT, tokens/s and total time, the
-// speedup, and the verdict ("identical tokens" / "first difference at token N"; sampled runs
+// engine thread (EngineWorker::compare), each side's text, TTFT, decode tokens/s and total time,
+// the speedup (decode tokens/s ratio) with the total-time ratio beside it (RequestPlanner's
+// definitions), and the verdict ("identical tokens" / "first difference at token N"; sampled runs
 // say that differences are expected). Results stay until the next run; Save hands them to
 // the window as a storage record.
 #pragma once
@@ -24,7 +25,8 @@ class CompareView : public QWidget {
   // `worker` lives on the engine thread and must outlive the view. Children have object
   // names: compareInput, compareRunButton, compareStopButton, compareSaveButton,
   // compareBaselineText, compareSpeculativeText, compareBaselineStats,
-  // compareSpeculativeStats, compareSpeedup, compareVerdict, compareStatus.
+  // compareSpeculativeStats, compareSpeedup, compareTotalTimeRatio, compareVerdict,
+  // compareStatus.
   explicit CompareView(EngineWorker* worker, QWidget* parent = nullptr);
 
   void setSettings(const GenerationSettings& s) { settings_ = s; }
@@ -70,11 +72,17 @@ class CompareView : public QWidget {
   QPlainTextEdit* text_[2];
   QLabel* stats_[2];
   QLabel* speedup_;
+  QLabel* total_ratio_;
   QLabel* verdict_;
   QLabel* status_;
 };
 
-// "TTFT 120 ms · 35.2 tok/s · total 1.40 s · 48 tokens" (+ " · α 0.71 · τ 2.9" when drafted).
+// "TTFT 120 ms · 35.2 tok/s · total 1.40 s · 48 tokens" (+ " · α 0.71 · τ 2.9" when drafted);
+// tok/s is the decode speed (GenerationStats::tokens_per_s), total the side's total_ms.
 QString format_compare_side(const CompareSide& s, bool speculative);
+// "speedup (decode) 1.52×": CompareResult::speedup_decode.
+QString format_speedup_decode(const CompareResult& r);
+// "total-time ratio 1.31×": CompareResult::total_time_ratio.
+QString format_total_time_ratio(const CompareResult& r);
 
 }  // namespace specchat::ui

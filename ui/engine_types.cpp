@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "engine/runtime/request_planner.h"
+
 namespace specchat::ui {
 
 MessageStats to_message_stats(const GenerationStats& s, bool speculative) {
@@ -33,19 +35,27 @@ QString format_stats(const MessageStats& s) {
   return parts.join(sep);
 }
 
-double CompareSide::tokens_per_s_total() const {
-  return total_ms > 0 && stats.n_generated > 0 ? stats.n_generated * 1000.0 / total_ms : 0.0;
+SpecSettings to_spec_settings(const GenerationSettings& g) {
+  SpecSettings s;
+  s.drafter = g.draft_k <= 0                      ? DrafterChoice::none
+              : g.drafter == DrafterKind::ngram ? DrafterChoice::ngram
+                                                : DrafterChoice::model;
+  s.tree = g.tree_mode;
+  s.draft_k = g.draft_k;
+  s.node_budget = g.node_budget;
+  s.depth = g.tree_depth;
+  s.branch = g.tree_branch;
+  return s;
 }
 
 void finish_compare(CompareResult& r) {
-  const auto& a = r.baseline.tokens;
-  const auto& b = r.speculative.tokens;
-  const auto mismatch = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
-  r.identical = a.size() == b.size() && mismatch.first == a.end();
-  r.first_diff = r.identical ? -1 : static_cast<int>(mismatch.first - a.begin());
-  const double base = r.baseline.tokens_per_s_total();
-  const double spec = r.speculative.tokens_per_s_total();
-  r.speedup = base > 0 && spec > 0 ? spec / base : 0.0;
+  const CompareRun base{r.baseline.tokens, r.baseline.stats, r.baseline.total_ms};
+  const CompareRun spec{r.speculative.tokens, r.speculative.stats, r.speculative.total_ms};
+  const CompareOutcome c = RequestPlanner::compare(base, spec);
+  r.identical = c.identical;
+  r.first_diff = static_cast<int>(c.first_diff);
+  r.speedup_decode = c.speedup_decode;
+  r.total_time_ratio = c.total_time_ratio;
 }
 
 QString compare_verdict(const CompareResult& r) {
@@ -131,7 +141,8 @@ CompareRecord to_compare_record(const CompareResult& r) {
                         .dump();
   rec.baseline_json = side_json(r.baseline).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   rec.speculative_json = side_json(r.speculative).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  rec.speedup = r.speedup;
+  rec.speedup = r.speedup_decode;
+  rec.total_time_ratio = r.total_time_ratio;
   rec.identical = r.identical;
   rec.first_diff = r.identical ? -1 : std::max(0, r.first_diff);
   return rec;

@@ -12,22 +12,29 @@
 #include "engine/chat_context.h"
 #include "engine/chat_template.h"
 #include "engine/generator.h"
+#include "engine/runtime/spec_settings.h"
 #include "engine/sampler.h"
 #include "storage/conversation_store.h"
 
 namespace specchat::ui {
 
-// Generation settings the user can change; copied into every job.
+// Generation settings the user can change; copied into every job. The speculative fields are
+// the app's shape of a SpecSettings (to_spec_settings) and take its defaults, the same as the
+// CLI's (engine/runtime/spec_settings.h); their QSettings keys are in ui/settings.cpp.
 struct GenerationSettings {
   SamplingParams sampling;  // temperature 0 = greedy (default); top_k, top_p, seed
   int max_tokens = 256;     // per reply
-  int draft_k = 4;          // drafted tokens per step (chain length); 0 = baseline (no drafter)
-  DrafterKind drafter = DrafterKind::model;  // draft model, or n-gram prompt lookup
-  TreeMode tree_mode = TreeMode::chain;      // chain, dynamic (EAGLE-2), optimal (Sequoia)
-  int node_budget = 16;     // tree modes: nodes per draft tree
-  int tree_depth = 4;       // tree modes: longest root-to-leaf path
-  int tree_branch = 2;      // dynamic trees: children expanded per node
+  int draft_k = SpecSettings{}.draft_k;  // drafted tokens per step (chain length); 0 = baseline (no drafter)
+  DrafterKind drafter = DrafterKind::model;       // draft model (SpecSettings' default), or n-gram prompt lookup
+  TreeMode tree_mode = SpecSettings{}.tree;       // chain, dynamic (EAGLE-2), optimal (Sequoia)
+  int node_budget = SpecSettings{}.node_budget;   // tree modes: nodes per draft tree
+  int tree_depth = SpecSettings{}.depth;          // tree modes: longest root-to-leaf path
+  int tree_branch = SpecSettings{}.branch;        // dynamic trees: children expanded per node
 };
+
+// The SpecSettings of `g`: drafter none when draft_k is 0, else the chosen drafter; the tree
+// fields as they are.
+SpecSettings to_spec_settings(const GenerationSettings& g);
 
 // A snapshot of a running generation for the live panel (sent at most every ~50 ms and after
 // the last token). Times in ms, memory in bytes.
@@ -109,10 +116,10 @@ struct CompareSide {
   std::vector<int32_t> tokens;   // [n_generated]
   std::vector<uint8_t> drafted;  // [n_generated] 1 = accepted draft token
   GenerationStats stats;
-  double total_ms = 0;           // request start -> last token (prefill included)
+  // Wall time of the side's generate call: request start -> last token (prefill included);
+  // RequestPlanner's CompareRun::total_ms.
+  double total_ms = 0;
   QString finish;
-  // n_generated / total_ms · 1000 (what a user waits for, prefill included); 0 when empty.
-  double tokens_per_s_total() const;
 };
 
 // Both sides and the verdict. `error` set (and sides possibly empty) when the run failed;
@@ -128,15 +135,18 @@ struct CompareResult {
   bool greedy = true;          // temperature 0: the two token streams must be identical
   bool identical = false;      // the token streams are equal
   int first_diff = -1;         // first differing position; -1 exactly when identical
-  // speculative tok/s over baseline tok/s, both with prefill (total time): equals the
-  // total-time ratio when both emitted the same number of tokens. 0 when either side is empty.
-  double speedup = 0;
+  // RequestPlanner::compare's definitions (engine/runtime/request_planner.h): the speedup is
+  // speculative decode tok/s over baseline decode tok/s; the total-time ratio is baseline
+  // total_ms over speculative total_ms (prefill included), shown beside it. 0 when a side is empty.
+  double speedup_decode = 0;
+  double total_time_ratio = 0;
   bool cancelled = false;
   QString error;
   QStringList warnings;        // e.g. "no calibration: dynamic tree instead of optimal"
 };
 
-// Fills identical / first_diff / speedup from the two sides.
+// Fills identical / first_diff / speedup_decode / total_time_ratio from the two sides
+// (RequestPlanner::compare).
 void finish_compare(CompareResult& r);
 // "identical tokens", "first difference at token N", or for sampled runs
 // "sampled: outputs may differ, both follow the target distribution".

@@ -3,9 +3,9 @@
 #include <QFileInfo>
 #include <QMetaObject>
 
-#include <algorithm>
 #include <exception>
 
+#include "engine/runtime/request_planner.h"
 #include "ui/spec_setup.h"
 
 namespace specchat::ui {
@@ -30,36 +30,14 @@ QString current_exception_message() {
   }
 }
 
-// Encodes `messages` for `pair`, leaving out the oldest turns (never a system message, never
-// the last message) until the prompt leaves room for min(max_tokens, n_ctx / 2) new tokens.
-// When `context` (the same messages with stored reply ids) is given and the whole conversation
-// fits, the prompt reuses those ids exactly (engine/chat_context.h), so the previous turn's KV
-// prefix is kept; dropping turns re-encodes from text. Returns the prompt; `*n_dropped` counts
-// the messages left out. When even the last turn alone does not fit, the generator's
-// prompt_too_long error reports it.
-std::vector<int32_t> encode_fitting(const ModelPair& pair, std::vector<ChatMessage> messages,
-                                    const std::vector<ContextMessage>& context, int max_tokens,
-                                    int* n_dropped) {
-  const int n_ctx = pair.target->n_ctx();
-  const int reserve = std::max(1, std::min(max_tokens, n_ctx / 2));
-  *n_dropped = 0;
-  if (!context.empty() && context.size() == messages.size()) {
-    ChatContext c = build_chat_context(pair, context);
-    if (static_cast<int>(c.prompt.size()) + reserve <= n_ctx) return std::move(c.prompt);
-  }
-  std::vector<int32_t> prompt = pair.encode_chat(messages);
-  while (static_cast<int>(prompt.size()) + reserve > n_ctx) {
-    auto first = std::find_if(messages.begin(), messages.end(),
-                              [](const ChatMessage& m) { return m.role != "system"; });
-    if (first == messages.end() || first + 1 == messages.end()) break;
-    // Drop whole exchanges: a user turn together with the reply that follows it.
-    do {
-      first = messages.erase(first);
-      ++*n_dropped;
-    } while (first + 1 < messages.end() && first->role == "assistant");
-    prompt = pair.encode_chat(messages);
-  }
-  return prompt;
+// The conversation as RequestPlanner::fit_context takes it: `context` (the messages with their
+// stored reply ids) when it matches `messages`, else the messages without ids.
+std::vector<ContextMessage> job_context(const GenerateJob& job) {
+  if (!job.context.empty() && job.context.size() == job.messages.size()) return job.context;
+  std::vector<ContextMessage> out;
+  out.reserve(job.messages.size());
+  for (const ChatMessage& m : job.messages) out.push_back({m, {}, 0, {}});
+  return out;
 }
 
 }  // namespace
@@ -154,9 +132,12 @@ void EngineWorker::generate(const GenerateJob& job) {
     return;
   }
   try {
+    // RequestPlanner's one context policy (the CLI's chat uses it too).
+    const ContextFit fit = RequestPlanner(*pair_).fit_context(job_context(job), job.settings.max_tokens);
+    if (!fit.fits) throw GenerationError("prompt_too_long", fit.problem);
+    out.n_dropped_messages = fit.n_dropped;
     GenerateRequest req;
-    req.prompt = encode_fitting(*pair_, job.messages, job.context, job.settings.max_tokens,
-                                &out.n_dropped_messages);
+    req.prompt = fit.prompt;
     req.max_tokens = job.settings.max_tokens;
     req.sampling = job.settings.sampling;
     const SpecSetup setup = plan_spec(job.settings, *pair_);

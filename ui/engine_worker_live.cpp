@@ -126,8 +126,7 @@ void EngineWorker::compare(const CompareJob& job) {
     CompareSide* sides[2] = {&out.baseline, &out.speculative};
     for (int side = 0; side < 2 && !cancel_.load(); ++side) {
       // Cold caches: both sides pay the same prefill, so TTFT and totals compare fairly.
-      pair_->target->kv().truncate(0);
-      if (pair_->draft) pair_->draft->kv().truncate(0);
+      generator_->clear_cache();
       req.spec = setups[side]->spec;
       const quint64 id = job.id;
       auto on_token = [this, id, side](const TokenEvent& ev) {
@@ -136,6 +135,7 @@ void EngineWorker::compare(const CompareJob& job) {
       const auto t0 = std::chrono::steady_clock::now();
       GenerationResult r = runTracked(job.id, req, *setups[side], on_token);
       CompareSide& s = *sides[side];
+      // RequestPlanner's CompareRun::total_ms: the generate call's wall time.
       s.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       s.text = QString::fromStdString(r.text);
       s.tokens = std::move(r.tokens);

@@ -60,13 +60,12 @@ AppSettings load_settings(const QString& file) {
   s.target_path = q->value(QStringLiteral("models/target")).toString();
   s.draft_path = q->value(QStringLiteral("models/draft")).toString();
   GenerationSettings& g = s.generation;
-  const QString drafter = q->value(QStringLiteral("drafter/kind"), QStringLiteral("model")).toString();
+  // Absent keys keep GenerationSettings' defaults, which are SpecSettings' (the CLI's).
+  const QString drafter = q->value(QStringLiteral("drafter/kind"), QString::fromUtf8(drafter_kind_name(g.drafter))).toString();
   g.drafter = drafter == QLatin1String("ngram") ? DrafterKind::ngram : DrafterKind::model;
   g.draft_k = read_int(*q, "drafter/draft_k", g.draft_k, 0, 64);
-  const QString mode = q->value(QStringLiteral("drafter/tree_mode"), QStringLiteral("chain")).toString();
-  g.tree_mode = mode == QLatin1String("dynamic")   ? TreeMode::dynamic
-                : mode == QLatin1String("optimal") ? TreeMode::optimal
-                                                   : TreeMode::chain;
+  const QString mode = q->value(QStringLiteral("drafter/tree_mode"), QString::fromUtf8(tree_mode_name(g.tree_mode))).toString();
+  if (!parse_tree_mode(mode.toStdString(), &g.tree_mode)) g.tree_mode = TreeMode::chain;
   g.node_budget = read_int(*q, "drafter/node_budget", g.node_budget, 1, 1024);
   g.tree_depth = read_int(*q, "drafter/depth", g.tree_depth, 1, 64);
   g.tree_branch = read_int(*q, "drafter/branch", g.tree_branch, 1, 16);

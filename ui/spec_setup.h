@@ -1,6 +1,7 @@
-// From the user's GenerationSettings to the engine's SpecConfig: which drafter, which tree
-// shape, which budget. Optimal (Sequoia) trees are planned from the draft's calibration file
-// (engine/speculative/calibration_file.h), as `specchat-cli --tree optimal` does.
+// The app's adapter to RequestPlanner::plan_tree (engine/runtime/request_planner.h): the user's
+// GenerationSettings become a SpecSettings, the planner decides drafter, tree shape, budget and
+// fallbacks for the loaded pair (the same rules as `specchat-cli`), and the result is put in the
+// words the live panel and the compare view show.
 #pragma once
 
 #include <QString>
@@ -17,16 +18,15 @@ struct SpecSetup {
   bool speculative = false;  // a drafter is used
   QString drafter;           // "draft model", "n-gram" or "none"
   QString tree_mode;         // tree_mode_name() of the effective budget, "none" for baseline
-  int node_budget = 0;       // effective nodes per step (chains: draft_k)
-  int depth = 0;             // effective depth per step (chains: draft_k)
+  int node_budget = 0;       // effective nodes per step (chains: draft_k); 0 for baseline
+  int depth = 0;             // effective depth per step (chains: draft_k); 0 for baseline
   QStringList warnings;      // settings that could not be honoured, and what was used instead
 };
 
-// Plans the speculative side of a request on `pair`. Never throws for user settings:
-// the model drafter without a draft model runs baseline; an optimal tree without a usable
-// calibration (missing, for other model files, unreadable) or with the n-gram drafter falls
-// back to a dynamic tree with the same budget; each fallback adds a warning. Budgets are
-// clamped to what one target forward takes (max_batch − 1 nodes) and depth to [1, N].
+// Plans the speculative side of a request on `pair` with RequestPlanner::plan_tree (see there for
+// the rules: baseline without a draft model, budgets clamped to one target forward, optimal trees
+// from the calibration or the prior acceptance vector, n-gram trees dynamic). Never throws for
+// user settings (the app has no automatic trees, the one case that can).
 SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair);
 
 }  // namespace specchat::ui

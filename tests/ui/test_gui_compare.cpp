@@ -1,5 +1,6 @@
-// The compare view: baseline then speculative on the engine thread, the verdict, speedup and
-// Save, and the error path when no model can be loaded.
+// The compare view: baseline then speculative on the engine thread, the verdict, the speedup
+// (decode tokens/s ratio) with the total-time ratio beside it, Save, and the error path when no
+// model can be loaded.
 #include <catch2/catch.hpp>
 
 #include <QLabel>
@@ -34,9 +35,10 @@ W* child(QWidget& w, const char* name) {
   return c;
 }
 
-CompareSide side(std::vector<int32_t> tokens, double total_ms) {
+CompareSide side(std::vector<int32_t> tokens, double total_ms, double decode_ms) {
   CompareSide s;
   s.stats.n_generated = static_cast<int>(tokens.size());
+  s.stats.decode_ms = decode_ms;
   s.tokens = std::move(tokens);
   s.total_ms = total_ms;
   return s;
@@ -46,24 +48,29 @@ CompareSide side(std::vector<int32_t> tokens, double total_ms) {
 
 TEST_CASE("gui: compare verdict and speedup from two token streams", "[gui][unit]") {
   CompareResult r;
-  r.baseline = side({5, 6, 7, 8}, 400);
-  r.speculative = side({5, 6, 7, 8}, 200);
+  r.baseline = side({5, 6, 7, 8}, 400, 300);
+  r.speculative = side({5, 6, 7, 8}, 200, 100);
   finish_compare(r);
   CHECK(r.identical);
   CHECK(r.first_diff == -1);
-  CHECK(r.speedup == Approx(2.0));
+  // The speedup is the decode tokens/s ratio; the total-time ratio (prefill included) is beside it.
+  CHECK(r.speedup_decode == Approx((4 / 100.0) / (4 / 300.0)));
+  CHECK(r.total_time_ratio == Approx(2.0));
+  CHECK(format_speedup_decode(r) == QStringLiteral("speedup (decode) 3.00\u00d7"));
+  CHECK(format_total_time_ratio(r) == QStringLiteral("total-time ratio 2.00\u00d7"));
   CHECK(compare_verdict(r) == QStringLiteral("identical tokens"));
 
-  r.speculative = side({5, 6, 9, 8}, 100);
+  r.speculative = side({5, 6, 9, 8}, 100, 50);
   finish_compare(r);
   CHECK_FALSE(r.identical);
   CHECK(r.first_diff == 2);
   CHECK(compare_verdict(r) == QStringLiteral("first difference at token 2"));
 
-  r.speculative = side({5, 6, 7}, 300);  // a prefix: differs where it ends
+  r.speculative = side({5, 6, 7}, 300, 150);  // a prefix: differs where it ends
   finish_compare(r);
   CHECK(r.first_diff == 3);
-  CHECK(r.speedup == Approx((3 / 300.0) / (4 / 400.0)));
+  CHECK(r.speedup_decode == Approx((3 / 150.0) / (4 / 300.0)));
+  CHECK(r.total_time_ratio == Approx(400.0 / 300.0));
 
   r.greedy = false;
   CHECK(compare_verdict(r) == QStringLiteral("sampled: outputs may differ, both follow the target distribution"));
@@ -71,7 +78,7 @@ TEST_CASE("gui: compare verdict and speedup from two token streams", "[gui][unit
   const specchat::CompareRecord rec = to_compare_record(r);
   CHECK_FALSE(rec.identical);
   CHECK(rec.first_diff == 3);
-  CHECK(rec.speedup == Approx(r.speedup));
+  CHECK(rec.speedup == Approx(r.speedup_decode));
   CHECK(rec.baseline_json.find("\"tokens\":[5,6,7,8]") != std::string::npos);
 }
 
@@ -101,9 +108,12 @@ TEST_CASE("gui: compare on the bundled pair is identical for greedy", "[gui][mod
   CHECK(r.identical);
   CHECK(r.speculative.stats.n_drafted > 0);
   CHECK(r.baseline.stats.n_drafted == 0);
-  CHECK(r.speedup > 0);
+  CHECK(r.speedup_decode > 0);
+  CHECK(r.total_time_ratio > 0);
   CHECK(child<QLabel>(view, "compareVerdict")->text() == QStringLiteral("identical tokens"));
-  CHECK(child<QLabel>(view, "compareSpeedup")->text() == QStringLiteral("%1\u00d7").arg(r.speedup, 0, 'f', 2));
+  CHECK(child<QLabel>(view, "compareSpeedup")->text() == format_speedup_decode(r));
+  CHECK(child<QLabel>(view, "compareSpeedup")->text().startsWith(QStringLiteral("speedup (decode) ")));
+  CHECK(child<QLabel>(view, "compareTotalTimeRatio")->text() == format_total_time_ratio(r));
   CHECK(child<QPlainTextEdit>(view, "compareBaselineText")->toPlainText() == r.baseline.text);
   CHECK(child<QPlainTextEdit>(view, "compareSpeculativeText")->toPlainText() == r.speculative.text);
   CHECK(child<QLabel>(view, "compareBaselineStats")->text().contains(QStringLiteral("TTFT")));
@@ -116,7 +126,7 @@ TEST_CASE("gui: compare on the bundled pair is identical for greedy", "[gui][mod
   CHECK(rec.first_diff == -1);
   CHECK(rec.conversation_id == std::optional<int64_t>(42));
   CHECK(rec.prompt == "Tell me a short story about a cat.");
-  CHECK(rec.speedup == Approx(r.speedup));
+  CHECK(rec.speedup == Approx(r.speedup_decode));
   CHECK_FALSE(save->isEnabled());  // once per run
   CHECK(child<QLabel>(view, "compareStatus")->text() == QStringLiteral("Comparison saved."));
 

@@ -188,7 +188,10 @@ TEST_CASE("gui: worker applies the tree settings", "[gui][model]") {
   CHECK(last.stats.n_drafted == 0);
 }
 
-TEST_CASE("gui: optimal tree without calibration falls back to dynamic", "[gui][model]") {
+// RequestPlanner's one fallback (shared with the CLI): without a calibration the optimal tree is
+// planned from the prior acceptance vector a[r] = 0.5^(r+1), with a warning. (The app used to
+// switch to a dynamic tree here.)
+TEST_CASE("gui: optimal tree without calibration uses the prior acceptance vector", "[gui][model]") {
   specchat::PairOptions o;
   o.target_path = specchat::test::target_model();
   o.draft_path = specchat::test::target_model();  // a draft with no calibration file beside it
@@ -199,11 +202,15 @@ TEST_CASE("gui: optimal tree without calibration falls back to dynamic", "[gui][
   s.tree_depth = 9;  // deeper than the budget: clamped
   const SpecSetup setup = plan_spec(s, pair);
   CHECK(setup.speculative);
-  CHECK(setup.spec.tree.mode == specchat::TreeMode::dynamic);
+  CHECK(setup.spec.tree.mode == specchat::TreeMode::optimal);
+  CHECK(setup.tree_mode == QStringLiteral("optimal"));
   CHECK(setup.node_budget == 6);
   CHECK(setup.depth == 6);
+  CHECK_FALSE(setup.spec.tree.shape_parent.empty());
+  CHECK(setup.spec.tree.shape_parent.size() <= 6u);
   REQUIRE(setup.warnings.size() == 1);
   CHECK(setup.warnings.front().contains(QStringLiteral("no calibration")));
+  CHECK(setup.warnings.front().contains(QStringLiteral("prior")));
 }
 
 TEST_CASE("gui: drafted tokens are shown distinctly with their step", "[gui][unit]") {

@@ -94,6 +94,24 @@ TEST_CASE("gui settings: saved settings load back after a restart", "[gui][unit]
   CHECK(clamped.generation.node_budget == 1024);
 }
 
+TEST_CASE("gui settings: the app's defaults are SpecSettings' (the CLI's)", "[gui][unit]") {
+  const GenerationSettings g;
+  const specchat::SpecSettings s = to_spec_settings(g);
+  const specchat::SpecSettings d;
+  CHECK(s.drafter == d.drafter);
+  CHECK(s.tree == d.tree);
+  CHECK(s.draft_k == d.draft_k);
+  CHECK(s.node_budget == d.node_budget);
+  CHECK(s.depth == d.depth);
+  CHECK(s.branch == d.branch);
+  GenerationSettings none = g;
+  none.draft_k = 0;  // the dialog's "None": no drafter, whatever kind was chosen before
+  CHECK(to_spec_settings(none).drafter == specchat::DrafterChoice::none);
+  none.draft_k = 3;
+  none.drafter = specchat::DrafterKind::ngram;
+  CHECK(to_spec_settings(none).drafter == specchat::DrafterChoice::ngram);
+}
+
 TEST_CASE("gui settings: the dialog shows and returns every field", "[gui][unit]") {
   const AppSettings s = non_default();
   SettingsDialog dialog(s);

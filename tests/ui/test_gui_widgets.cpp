@@ -244,6 +244,9 @@ TEST_CASE("gui: the CUDA backend without a usable GPU is an error in the window,
   engine.worker()->setBackends(specchat::BackendKind::cpu, specchat::BackendKind::cpu);
   engine.loadModels(QString::fromStdString(specchat::test::target_model()), QString());
   REQUIRE(wait_until([&] { return engine.worker()->hasModels(); }, 60000));
+  // hasModels() turns true on the engine thread just before modelsLoaded is queued to the
+  // controller: wait for the controller to have handled it.
+  wait_until([&] { return !controller.statusIsError(); }, 10000);
   CHECK_FALSE(controller.statusIsError());
 }
 
