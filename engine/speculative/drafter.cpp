@@ -27,15 +27,26 @@ std::vector<std::pair<double, int32_t>> top_k_logprobs(std::span<const float> lo
   double sum = 0;
   for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
   const double lse = mx + std::log(sum);
-  std::vector<int32_t> idx(logits.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  k = std::min<int>(k, static_cast<int>(idx.size()));
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
-           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
-  });
+  k = std::min<int>(k, static_cast<int>(logits.size()));
+  if (k <= 0) return {};
+  // One pass keeping the k best (logit descending, lower id first on ties) in a small sorted
+  // array: k is a tree's branching factor or a Sequoia rank (a handful), so this beats sorting
+  // an index array over the whole vocabulary for every expanded node.
+  std::vector<int32_t> best;
+  best.reserve(static_cast<size_t>(k) + 1);
+  auto better = [&](int32_t a, int32_t b) {
+    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  };
+  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
+    if (static_cast<int>(best.size()) == k && !better(id, best.back())) continue;
+    auto at = std::upper_bound(best.begin(), best.end(), id, better);
+    best.insert(at, id);
+    if (static_cast<int>(best.size()) > k) best.pop_back();
+  }
   std::vector<std::pair<double, int32_t>> out;
-  for (int i = 0; i < k; ++i) out.emplace_back(logits[static_cast<size_t>(idx[static_cast<size_t>(i)])] - lse, idx[static_cast<size_t>(i)]);
+  out.reserve(best.size());
+  for (int32_t id : best) out.emplace_back(logits[static_cast<size_t>(id)] - lse, id);
   return out;
 }
 
