@@ -108,7 +108,7 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
       a.visible = sg.visible;
       a.out = s.att.data() + static_cast<size_t>(sg.row0) * nq;
       a.scratch = s.att_scores.data();
-      cpu::attention(a);
+      cpu::attention(a, pool_.get());
     }
     mm(s.att.data(), l.wo, s.xb.data(), n);
     cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);

@@ -187,46 +187,81 @@ void softmax_rows(float* x, int n_rows, int n) {
   }
 }
 
-void attention(const AttentionArgs& a) {
+namespace {
+
+// One (query row i, head h) of attention: scores over the visible keys, softmax (sum in double),
+// then the weighted sum of V rows. `s` holds n_keys scores. The dot products use 8 partial
+// sums (vectorised by the compiler for the AVX2 clone); their order is fixed, so a row's result
+// does not depend on what else is in the batch.
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+void attention_row_head(const AttentionArgs& a, int i, int h, float* s) {
   const int group = a.n_head / a.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
   const int n_keys = a.kv_pos0 + a.n_tokens;
   const int n_masked = n_keys - a.n_prefix;
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  for (int i = 0; i < a.n_tokens; ++i) {
-    const uint8_t* vis = a.visible + static_cast<int64_t>(i) * n_masked;
-    for (int h = 0; h < a.n_head; ++h) {
-      const int hk = h / group;
-      const float* q = a.q + (static_cast<int64_t>(i) * a.n_head + h) * a.head_dim;
-      float* s = a.scratch;
-      float mx = neg_inf;
-      for (int j = 0; j < n_keys; ++j) {
-        if (j >= a.n_prefix && !vis[j - a.n_prefix]) {
-          s[j] = neg_inf;
-          continue;
-        }
-        const float* k = a.k_cache + j * a.kv_stride + static_cast<int64_t>(hk) * a.head_dim;
-        float dot = 0;
-        for (int d = 0; d < a.head_dim; ++d) dot += q[d] * k[d];
-        s[j] = dot * scale;
-        mx = std::max(mx, s[j]);
-      }
-      double sum = 0;
-      for (int j = 0; j < n_keys; ++j) {
-        s[j] = (s[j] == neg_inf) ? 0.0f : std::exp(s[j] - mx);
-        sum += s[j];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      float* o = a.out + (static_cast<int64_t>(i) * a.n_head + h) * a.head_dim;
-      std::fill(o, o + a.head_dim, 0.0f);
-      for (int j = 0; j < n_keys; ++j) {
-        if (s[j] == 0.0f) continue;
-        const float p = s[j] * inv;
-        const float* v = a.v_cache + j * a.kv_stride + static_cast<int64_t>(hk) * a.head_dim;
-        for (int d = 0; d < a.head_dim; ++d) o[d] += p * v[d];
-      }
+  const uint8_t* vis = a.visible + static_cast<int64_t>(i) * n_masked;
+  const int hk = h / group;
+  const int hd = a.head_dim, hd8 = hd / 8 * 8;
+  const float* q = a.q + (static_cast<int64_t>(i) * a.n_head + h) * hd;
+  float mx = neg_inf;
+  for (int j = 0; j < n_keys; ++j) {
+    if (j >= a.n_prefix && !vis[j - a.n_prefix]) {
+      s[j] = neg_inf;
+      continue;
     }
+    const float* k = a.k_cache + j * a.kv_stride + static_cast<int64_t>(hk) * hd;
+    float acc[8] = {};
+    for (int d = 0; d < hd8; d += 8) {
+      for (int l = 0; l < 8; ++l) acc[l] += q[d + l] * k[d + l];
+    }
+    float dot = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (int d = hd8; d < hd; ++d) dot += q[d] * k[d];
+    s[j] = dot * scale;
+    mx = std::max(mx, s[j]);
   }
+  double sum = 0;
+  for (int j = 0; j < n_keys; ++j) {
+    s[j] = (s[j] == neg_inf) ? 0.0f : std::exp(s[j] - mx);
+    sum += s[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  float* o = a.out + (static_cast<int64_t>(i) * a.n_head + h) * hd;
+  std::fill(o, o + hd, 0.0f);
+  for (int j = 0; j < n_keys; ++j) {
+    if (s[j] == 0.0f) continue;
+    const float p = s[j] * inv;
+    const float* v = a.v_cache + j * a.kv_stride + static_cast<int64_t>(hk) * hd;
+    for (int d = 0; d < hd; ++d) o[d] += p * v[d];
+  }
+}
+
+}  // namespace
+
+void attention(const AttentionArgs& a, ThreadPool* pool) {
+  const int n_keys = a.kv_pos0 + a.n_tokens;
+  const int n_tasks = a.n_tokens * a.n_head;
+  // Scores: a.scratch when given and serial; otherwise one buffer per thread, grown once.
+  auto run = [&](int t0, int t1) {
+    thread_local std::vector<float> scores;
+    float* s = a.scratch;
+    if (!s || pool) {
+      if (scores.size() < static_cast<size_t>(n_keys)) scores.resize(static_cast<size_t>(n_keys));
+      s = scores.data();
+    }
+    for (int t = t0; t < t1; ++t) attention_row_head(a, t / a.n_head, t % a.n_head, s);
+  };
+  // Split (row, head) pairs over the pool when there is enough work.
+  const int n_threads = pool ? pool->n_threads() : 1;
+  if (n_threads <= 1 || static_cast<int64_t>(n_tasks) * n_keys * a.head_dim < (1 << 15)) {
+    run(0, n_tasks);
+    return;
+  }
+  const int n_chunks = std::min(n_tasks, 4 * n_threads);
+  parallel_for(pool, n_chunks, [&](int c) {
+    run(static_cast<int>(static_cast<int64_t>(n_tasks) * c / n_chunks),
+        static_cast<int>(static_cast<int64_t>(n_tasks) * (c + 1) / n_chunks));
+  });
 }
 
 }  // namespace specchat::cpu

@@ -47,9 +47,11 @@ struct AttentionArgs {
   int n_tokens, n_head, n_head_kv, head_dim;
   const uint8_t* visible;  // [n_tokens, n_masked]
   float* out;
-  float* scratch;        // [kv_pos0 + n_tokens] score buffer
+  float* scratch;        // [kv_pos0 + n_tokens] score buffer for serial runs; may be null
 };
-void attention(const AttentionArgs& a);
+// (row, head) pairs are split over `pool` (serial when null); each thread then keeps its own
+// score buffer (grown once). A row's result does not depend on the other rows.
+void attention(const AttentionArgs& a, ThreadPool* pool = nullptr);
 
 // In-place softmax over rows of x [n_rows, n].
 void softmax_rows(float* x, int n_rows, int n);
