@@ -37,6 +37,7 @@ CpuBackend::CpuBackend(const ModelConfig& c, const BackendShape& sh, Weights w) 
   s_.hidden.resize(static_cast<size_t>(max_hidden_) * B * d);
   cpu::set_num_threads(sh.n_threads);
   pool_ = sh.pool ? sh.pool : std::make_shared<cpu::ThreadPool>(sh.n_threads);
+  att_parts_.reserve(static_cast<size_t>(std::max(1, sh.n_seq)));
 }
 
 MemoryInfo CpuBackend::memory() const {
@@ -86,7 +87,9 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
     mm(s.xb.data(), l.wv, s.v.data(), n);
     cpu::rope(s.q.data(), b.pos.data(), n, c.n_head, hd, c.rope_theta);
     cpu::rope(s.k.data(), b.pos.data(), n, c.n_head_kv, hd, c.rope_theta);
-    // Per sequence: its rows' K/V into its cache, then attention over its own slots only.
+    // Per sequence: its rows' K/V into its cache, then attention over its own slots only (all
+    // sequences in one parallel region).
+    att_parts_.clear();
     for (const SeqSegment& sg : b.segments) {
       KvCache& kv = *sg.kv;
       for (int i = 0; i < sg.n_rows; ++i) {
@@ -108,8 +111,9 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
       a.visible = sg.visible;
       a.out = s.att.data() + static_cast<size_t>(sg.row0) * nq;
       a.scratch = s.att_scores.data();
-      cpu::attention(a, pool_.get());
+      att_parts_.push_back(a);
     }
+    cpu::attention_multi(att_parts_, pool_.get());
     mm(s.att.data(), l.wo, s.xb.data(), n);
     cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);
     cpu::rmsnorm(s.x.data(), l.ffn_norm, s.xb.data(), n, d, c.norm_eps);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
 
@@ -66,6 +67,7 @@ class CpuBackend final : public Backend {
   Weights w_;
   Scratch s_;
   std::shared_ptr<cpu::ThreadPool> pool_;
+  std::vector<cpu::AttentionArgs> att_parts_;  // [n_seq] reserved at load
   int max_hidden_ = 0;  // hidden-state layers one forward may return (scratch sized for it)
 };
 

@@ -22,15 +22,16 @@ namespace specchat::cpu {
 // result does not depend on what it is batched with.
 //
 // f32 weights go to cpu::matmul (ops.h: its own kernel up to 32 rows, OpenBLAS beyond).
-// SIMD: AVX2 + FMA + F16C when the CPU has them (checked once at run time), else a portable
-// loop with the same per-element order of operations per lane group (slower).
+// SIMD, chosen once per process from the CPU's features: AVX-512 (16 lanes, 4 rows of x ×
+// 4 weight rows per step), else AVX2 + FMA + F16C (8 lanes, 2 × 4), else a portable loop. The
+// result differs between these paths in the last bits (summation order), never within a process.
 void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out,
             ThreadPool* pool = nullptr);
 
 // Scalar twin and test oracle: widens W exactly and sums each dot product in double.
 void linear_ref(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out);
 
-// The instruction set linear() dispatches to on this CPU: "avx2+fma+f16c" or "generic".
+// The instruction set linear() dispatches to on this CPU: "avx512f", "avx2+fma+f16c" or "generic".
 const char* linear_isa();
 
 }  // namespace specchat::cpu

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -226,34 +227,65 @@ void attention_row_head(const AttentionArgs& a, int i, int h, float* s) {
     sum += s[j];
   }
   const float inv = static_cast<float>(1.0 / sum);
+  // o[d] = Σ_j p_j · v_j[d], summed in key order, 8 dimensions at a time in registers (the
+  // same order as one running sum per dimension, without storing o for every key).
   float* o = a.out + (static_cast<int64_t>(i) * a.n_head + h) * hd;
-  std::fill(o, o + hd, 0.0f);
-  for (int j = 0; j < n_keys; ++j) {
-    if (s[j] == 0.0f) continue;
-    const float p = s[j] * inv;
-    const float* v = a.v_cache + j * a.kv_stride + static_cast<int64_t>(hk) * hd;
-    for (int d = 0; d < hd; ++d) o[d] += p * v[d];
+  const float* v0 = a.v_cache + static_cast<int64_t>(hk) * hd;
+  for (int d0 = 0; d0 < hd8; d0 += 8) {
+    float acc[8] = {};
+    for (int j = 0; j < n_keys; ++j) {
+      if (s[j] == 0.0f) continue;
+      const float p = s[j] * inv;
+      const float* v = v0 + j * a.kv_stride + d0;
+      for (int l = 0; l < 8; ++l) acc[l] += p * v[l];
+    }
+    for (int l = 0; l < 8; ++l) o[d0 + l] = acc[l];
+  }
+  for (int d = hd8; d < hd; ++d) {
+    float acc = 0;
+    for (int j = 0; j < n_keys; ++j) {
+      if (s[j] == 0.0f) continue;
+      acc += s[j] * inv * v0[j * a.kv_stride + d];
+    }
+    o[d] = acc;
   }
 }
 
 }  // namespace
 
-void attention(const AttentionArgs& a, ThreadPool* pool) {
-  const int n_keys = a.kv_pos0 + a.n_tokens;
-  const int n_tasks = a.n_tokens * a.n_head;
-  // Scores: a.scratch when given and serial; otherwise one buffer per thread, grown once.
+void attention(const AttentionArgs& a, ThreadPool* pool) { attention_multi(std::span<const AttentionArgs>(&a, 1), pool); }
+
+void attention_multi(std::span<const AttentionArgs> parts, ThreadPool* pool) {
+  // Global task t = (part, row, head); scores buffer: a part's scratch when serial, otherwise
+  // one buffer per thread, grown once.
+  int n_tasks = 0, max_keys = 0;
+  int64_t work = 0;
+  for (const AttentionArgs& a : parts) {
+    n_tasks += a.n_tokens * a.n_head;
+    max_keys = std::max(max_keys, a.kv_pos0 + a.n_tokens);
+    work += static_cast<int64_t>(a.n_tokens) * a.n_head * (a.kv_pos0 + a.n_tokens) * a.head_dim;
+  }
+  const int n_threads = pool ? pool->n_threads() : 1;
+  const bool parallel = n_threads > 1 && work >= (1 << 15);
   auto run = [&](int t0, int t1) {
     thread_local std::vector<float> scores;
-    float* s = a.scratch;
-    if (!s || pool) {
-      if (scores.size() < static_cast<size_t>(n_keys)) scores.resize(static_cast<size_t>(n_keys));
-      s = scores.data();
+    size_t part = 0;
+    int base = 0;  // first global task of `part`
+    for (int t = t0; t < t1; ++t) {
+      while (t >= base + parts[part].n_tokens * parts[part].n_head) {
+        base += parts[part].n_tokens * parts[part].n_head;
+        ++part;
+      }
+      const AttentionArgs& a = parts[part];
+      float* s = a.scratch;
+      if (!s || parallel) {
+        if (scores.size() < static_cast<size_t>(max_keys)) scores.resize(static_cast<size_t>(max_keys));
+        s = scores.data();
+      }
+      attention_row_head(a, (t - base) / a.n_head, (t - base) % a.n_head, s);
     }
-    for (int t = t0; t < t1; ++t) attention_row_head(a, t / a.n_head, t % a.n_head, s);
   };
-  // Split (row, head) pairs over the pool when there is enough work.
-  const int n_threads = pool ? pool->n_threads() : 1;
-  if (n_threads <= 1 || static_cast<int64_t>(n_tasks) * n_keys * a.head_dim < (1 << 15)) {
+  if (!parallel) {
     run(0, n_tasks);
     return;
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/thread_pool.h"
 
@@ -52,6 +53,9 @@ struct AttentionArgs {
 // (row, head) pairs are split over `pool` (serial when null); each thread then keeps its own
 // score buffer (grown once). A row's result does not depend on the other rows.
 void attention(const AttentionArgs& a, ThreadPool* pool = nullptr);
+// Several independent attentions (one per sequence of a batch) in one parallel region, so a
+// step over N sequences synchronises the pool once per layer, not N times.
+void attention_multi(std::span<const AttentionArgs> parts, ThreadPool* pool = nullptr);
 
 // In-place softmax over rows of x [n_rows, n].
 void softmax_rows(float* x, int n_rows, int n);
