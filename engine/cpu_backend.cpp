@@ -58,6 +58,9 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   auto mm = [&](const float* x, const WeightView& w, float* y, int rows) {
     cpu::linear(x, w.data, w.type, y, rows, w.n_in, w.n_out, pool_.get());
   };
+  auto job = [](const float* x, const WeightView& w, float* y, int rows) {
+    return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out};
+  };
   if (n_hidden > max_hidden_) throw std::invalid_argument("forward: too many hidden-state layers requested");
   // Where each requested layer's hidden rows go (−1: not requested).
   auto save_hidden = [&](int il) {
@@ -82,9 +85,11 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   for (int il = 0; il < c.n_layer; ++il) {
     const Weights::Layer& l = w_.layers[static_cast<size_t>(il)];
     cpu::rmsnorm(s.x.data(), l.attn_norm, s.xb.data(), n, d, c.norm_eps);
-    mm(s.xb.data(), l.wq, s.q.data(), n);
-    mm(s.xb.data(), l.wk, s.k.data(), n);
-    mm(s.xb.data(), l.wv, s.v.data(), n);
+    {  // Q, K and V in one pool region
+      const cpu::LinearJob qkv[3] = {job(s.xb.data(), l.wq, s.q.data(), n), job(s.xb.data(), l.wk, s.k.data(), n),
+                                     job(s.xb.data(), l.wv, s.v.data(), n)};
+      cpu::linear_multi(qkv, pool_.get());
+    }
     cpu::rope(s.q.data(), b.pos.data(), n, c.n_head, hd, c.rope_theta);
     cpu::rope(s.k.data(), b.pos.data(), n, c.n_head_kv, hd, c.rope_theta);
     // Per sequence: its rows' K/V into its cache, then attention over its own slots only (all
@@ -117,8 +122,10 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
     mm(s.att.data(), l.wo, s.xb.data(), n);
     cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);
     cpu::rmsnorm(s.x.data(), l.ffn_norm, s.xb.data(), n, d, c.norm_eps);
-    mm(s.xb.data(), l.w_gate, s.gate.data(), n);
-    mm(s.xb.data(), l.w_up, s.up.data(), n);
+    {  // gate and up in one pool region
+      const cpu::LinearJob gu[2] = {job(s.xb.data(), l.w_gate, s.gate.data(), n), job(s.xb.data(), l.w_up, s.up.data(), n)};
+      cpu::linear_multi(gu, pool_.get());
+    }
     cpu::swiglu(s.gate.data(), s.up.data(), s.gate.data(), static_cast<int64_t>(n) * c.d_ff);
     mm(s.gate.data(), l.w_down, s.xb.data(), n);
     cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);

@@ -33,11 +33,13 @@ std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::s
 // report when asked. Returns 0, or 1 when any configuration differed from baseline at T = 0.
 int cmd_bench(BenchOptions& o);
 
-// `bench --concurrency N`: groups of N prompts decoded together by one Engine (one batched
-// target forward per step) against the same prompts one at a time, interleaved per group, for
-// baseline and the chains of --chain-k. Prints aggregate decode tokens/s (all sequences' tokens
-// over the decode wall time) and the ratio; checks that every sequence's tokens equal its
-// single-sequence run at T = 0. Returns 0, or 1 on a difference.
+// `bench --concurrency N`: the held-out prompts as a queue decoded by one Engine with at most N
+// sequences active (continuous batching: one batched target forward per step, a finished
+// sequence's slot goes to the next prompt) against the same queue one at a time; two rounds
+// each, interleaved; for baseline and the chains of --chain-k. Prints aggregate decode
+// tokens/s (all tokens over the wall time of the decode steps, prefill excluded) and the ratio;
+// checks that every sequence's tokens equal its one-at-a-time run at T = 0. Returns 0, or 1 on
+// a difference.
 int cmd_bench_concurrency(BenchOptions& o);
 
 // `bench --verify-cost`: the target alone (--model, default the bundled target) after a prefix

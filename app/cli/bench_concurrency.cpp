@@ -19,26 +19,41 @@ using Clock = std::chrono::steady_clock;
 
 struct Tally {
   long tokens = 0;
-  double decode_s = 0;  // wall time from the last prefill to the last token
+  double decode_s = 0;  // wall time of the decode steps (prefill excluded)
   long identical = 0, runs = 0;
   double tps() const { return decode_s > 0 ? tokens / decode_s : 0; }
 };
 
-// Submits every request (prefill happens in submit), then steps until all finish; returns the
-// results in order and adds the decode wall time to `t`.
-std::vector<GenerationResult> run_together(Engine& e, const std::vector<GenerateRequest>& reqs, Tally& t) {
+// Decodes `reqs` with at most `max_active` sequences at once: continuous batching, a finished
+// sequence's slot goes to the next queued request between steps. Prefill happens inside
+// submit(); its time is excluded, so `t.decode_s` is the wall time of the decode steps only.
+// Returns the results in request order.
+std::vector<GenerationResult> run_queue(Engine& e, const std::vector<GenerateRequest>& reqs, int max_active, Tally& t) {
   e.clear_cache();
-  std::vector<Engine::SeqId> ids;
-  for (const GenerateRequest& r : reqs) ids.push_back(e.submit(r));
+  std::vector<GenerationResult> out(reqs.size());
+  std::vector<std::pair<Engine::SeqId, size_t>> active;
+  size_t next = 0;
+  double prefill_s = 0;
   const auto t0 = Clock::now();
-  while (e.step() > 0) {
+  while (next < reqs.size() || !active.empty()) {
+    while (next < reqs.size() && static_cast<int>(active.size()) < max_active) {
+      const auto p0 = Clock::now();
+      active.emplace_back(e.submit(reqs[next]), next);
+      prefill_s += std::chrono::duration<double>(Clock::now() - p0).count();
+      ++next;
+    }
+    e.step();
+    for (size_t i = 0; i < active.size();) {
+      if (e.finished(active[i].first)) {
+        out[active[i].second] = e.take(active[i].first);
+        t.tokens += out[active[i].second].stats.n_generated;
+        active.erase(active.begin() + static_cast<long>(i));
+      } else {
+        ++i;
+      }
+    }
   }
-  t.decode_s += std::chrono::duration<double>(Clock::now() - t0).count();
-  std::vector<GenerationResult> out;
-  for (auto id : ids) {
-    out.push_back(e.take(id));
-    t.tokens += out.back().stats.n_generated;
-  }
+  t.decode_s += std::chrono::duration<double>(Clock::now() - t0).count() - prefill_s;
   return out;
 }
 
@@ -72,24 +87,20 @@ int cmd_bench_concurrency(BenchOptions& o) {
   std::printf("%-12s %12s %12s %8s %9s\n", "config", "1 seq tok/s", "N seq tok/s", "ratio", "identical");
   for (int k : ks) {
     Tally one, many;
-    // Groups of N prompts; per group: N at once, then each alone (interleaved, so machine noise
-    // hits both alike).
-    for (size_t g = 0; g + static_cast<size_t>(n_conc) <= prompts.size(); g += static_cast<size_t>(n_conc)) {
-      std::vector<GenerateRequest> reqs;
-      for (int i = 0; i < n_conc; ++i) {
-        GenerateRequest r = make_request(c, prompts[g + static_cast<size_t>(i)], k);
-        reqs.push_back(std::move(r));
-      }
-      const auto together = run_together(e, reqs, many);
+    std::vector<GenerateRequest> reqs;
+    for (const auto& p : prompts) reqs.push_back(make_request(c, p, k));
+    // The queue with N active, then with 1 active, then N again and 1 again (interleaved, so
+    // machine noise hits both alike).
+    for (int round = 0; round < 2; ++round) {
+      const auto together = run_queue(e, reqs, n_conc, many);
+      const auto alone = run_queue(e, reqs, 1, one);
       for (size_t i = 0; i < reqs.size(); ++i) {
-        const auto alone = run_together(e, {reqs[i]}, one);
-        const bool same = alone[0].tokens == together[i].tokens;
+        const bool same = alone[i].tokens == together[i].tokens;
         ++many.runs;
         many.identical += same ? 1 : 0;
         if (c.temp <= 0 && !same) all_identical = false;
       }
-      std::fprintf(stderr, "\r%s: group %zu", k == 0 ? "baseline" : ("chain k=" + std::to_string(k)).c_str(),
-                   g / static_cast<size_t>(n_conc) + 1);
+      std::fprintf(stderr, "\r%s: round %d", k == 0 ? "baseline" : ("chain k=" + std::to_string(k)).c_str(), round + 1);
     }
     std::fprintf(stderr, "\n");
     const std::string name = k == 0 ? "baseline" : "chain k=" + std::to_string(k);

@@ -2,6 +2,8 @@
 // decode, verification batches and (for 16-bit weights) prefill.
 #pragma once
 
+#include <span>
+
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
 
@@ -27,6 +29,19 @@ namespace specchat::cpu {
 // result differs between these paths in the last bits (summation order), never within a process.
 void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out,
             ThreadPool* pool = nullptr);
+
+// One product y = x · Wᵀ of linear_multi (same shapes and types as linear()).
+struct LinearJob {
+  const float* x;
+  const void* w;
+  DType w_type;
+  float* y;
+  int n_tokens, n_in, n_out;
+};
+
+// Several independent products in ONE pool region (e.g. the Q, K and V projections, or gate and
+// up), so a forward synchronises the pool fewer times. Each output is what linear() gives.
+void linear_multi(std::span<const LinearJob> jobs, ThreadPool* pool = nullptr);
 
 // Scalar twin and test oracle: widens W exactly and sums each dot product in double.
 void linear_ref(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out);

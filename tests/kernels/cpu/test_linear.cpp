@@ -91,3 +91,29 @@ TEST_CASE("cpu::linear is batch-invariant: a row's result does not depend on the
     CHECK(std::equal(y2.begin() + 3 * n_out, y2.end(), all.begin() + 5 * n_out));
   }
 }
+
+TEST_CASE("cpu::linear_multi gives each job exactly what linear() gives, with and without a pool", "[unit][kernels][linear]") {
+  specchat::cpu::ThreadPool pool(3);
+  const int n = 5;
+  const Weights wa = make_weights(DType::f16, 70, 300, 1), wb = make_weights(DType::bf16, 33, 300, 2),
+                wc = make_weights(DType::f16, 129, 300, 3);
+  const std::vector<float> x = make_x(n, 300, 4);
+  std::vector<float> ya(n * 70), yb(n * 33), yc(n * 129);
+  const cpu::LinearJob jobs[3] = {{x.data(), wa.data(DType::f16), DType::f16, ya.data(), n, 300, 70},
+                                  {x.data(), wb.data(DType::bf16), DType::bf16, yb.data(), n, 300, 33},
+                                  {x.data(), wc.data(DType::f16), DType::f16, yc.data(), n, 300, 129}};
+  for (specchat::cpu::ThreadPool* p : {static_cast<specchat::cpu::ThreadPool*>(nullptr), &pool}) {
+    std::fill(ya.begin(), ya.end(), -1.0f);
+    std::fill(yb.begin(), yb.end(), -1.0f);
+    std::fill(yc.begin(), yc.end(), -1.0f);
+    cpu::linear_multi(jobs, p);
+    std::vector<float> wa1(ya.size()), wb1(yb.size()), wc1(yc.size());
+    cpu::linear(x.data(), wa.data(DType::f16), DType::f16, wa1.data(), n, 300, 70);
+    cpu::linear(x.data(), wb.data(DType::bf16), DType::bf16, wb1.data(), n, 300, 33);
+    cpu::linear(x.data(), wc.data(DType::f16), DType::f16, wc1.data(), n, 300, 129);
+    INFO((p ? "pool" : "serial"));
+    CHECK(ya == wa1);
+    CHECK(yb == wb1);
+    CHECK(yc == wc1);
+  }
+}
