@@ -118,7 +118,7 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
       a.scratch = s.att_scores.data();
       att_parts_.push_back(a);
     }
-    cpu::attention_multi(att_parts_, pool_.get());
+    cpu::attention_multi(att_parts_.data(), static_cast<int>(att_parts_.size()), pool_.get());
     mm(s.att.data(), l.wo, s.xb.data(), n);
     cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);
     cpu::rmsnorm(s.x.data(), l.ffn_norm, s.xb.data(), n, d, c.norm_eps);

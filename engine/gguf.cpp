@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <limits>
 #include <tuple>
 #include <utility>
@@ -36,7 +37,13 @@ constexpr uint64_t kQ8BlockBytes = 2 + 32;                // f16 scale + 32 int8
 
 bool known_value_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::f64); }
 
-bool known_ggml_type(uint32_t t) { return t == 0 || t == 1 || t == 8 || t == 30; }
+}  // namespace
+
+bool gguf_loads_type(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::q8_0;
+}
+
+namespace {
 
 bool is_int_type(GgufType t) {
   const auto u = static_cast<uint32_t>(t);  // u8..i32 are 0..5, u64 and i64 are 10 and 11
@@ -165,14 +172,7 @@ std::string dims_string(const std::vector<uint64_t>& ne) {
   return s + "]";
 }
 
-uint64_t tensor_bytes(GgmlType type, uint64_t n) {
-  switch (type) {
-    case GgmlType::f32: return 4 * n;
-    case GgmlType::f16: case GgmlType::bf16: return 2 * n;
-    case GgmlType::q8_0: return n / kQ8Block * kQ8BlockBytes;
-  }
-  return 0;
-}
+uint64_t tensor_bytes(DType type, uint64_t n) { return dtype_row_bytes(type, n); }
 
 std::string value_summary(const GgufValue& v) {
   const std::string type = value_type_name(v.type);
@@ -238,13 +238,18 @@ GgufTensorInfo read_tensor_info(Reader& r, uint32_t alignment) {
     }
   }
   const uint32_t type = r.read<uint32_t>();
-  if (!known_ggml_type(type)) {
-    r.fail(GgufErrorKind::unknown_type, "unknown ggml tensor type " + std::to_string(type));
+  const std::optional<DType> dt = dtype_from_ggml(type);
+  if (!dt) r.fail(GgufErrorKind::unknown_type, "unknown ggml tensor type " + std::to_string(type));
+  if (!gguf_loads_type(*dt)) {
+    r.fail(GgufErrorKind::unknown_type, std::string("ggml tensor type ") + dtype_name(*dt) + " (" +
+                                            std::to_string(type) + ") is not supported yet");
   }
-  t.type = static_cast<GgmlType>(type);
-  if (t.type == GgmlType::q8_0 && (t.ne.empty() || t.ne[0] % kQ8Block != 0)) {
-    r.fail(GgufErrorKind::absurd_value, "q8_0 tensor of shape " + dims_string(t.ne) +
-                                            " has ne[0] not a multiple of 32");
+  t.type = *dt;
+  if (dtype_is_block(t.type) &&
+      (t.ne.empty() || t.ne[0] % static_cast<uint64_t>(dtype_block_size(t.type)) != 0)) {
+    r.fail(GgufErrorKind::absurd_value, std::string(dtype_name(t.type)) + " tensor of shape " + dims_string(t.ne) +
+                                            " has ne[0] not a multiple of " +
+                                            std::to_string(dtype_block_size(t.type)));
   }
   t.offset = r.read<uint64_t>();
   if (t.offset % alignment != 0) {
@@ -290,15 +295,7 @@ const char* gguf_error_kind_name(GgufErrorKind kind) {
   return "unknown";
 }
 
-const char* ggml_type_name(GgmlType type) {
-  switch (type) {
-    case GgmlType::f32: return "f32";
-    case GgmlType::f16: return "f16";
-    case GgmlType::q8_0: return "q8_0";
-    case GgmlType::bf16: return "bf16";
-  }
-  return "unknown";
-}
+const char* ggml_type_name(GgmlType type) { return dtype_name(type); }
 
 uint64_t GgufTensorInfo::n_elements() const {
   uint64_t n = 1;
@@ -630,10 +627,11 @@ void dequantize_to_f32(GgmlType type, const uint8_t* src, float* dst, uint64_t n
       }
       return;
     }
+    default:
+      break;
   }
   throw GgufError(GgufErrorKind::unknown_type,
-                  "dequantize_to_f32: unsupported ggml type " +
-                      std::to_string(static_cast<uint32_t>(type)));
+                  std::string("dequantize_to_f32: unsupported type ") + dtype_name(type));
 }
 
 }  // namespace specchat

@@ -15,6 +15,8 @@
 #include <variant>
 #include <vector>
 
+#include "kernels/dtype.h"
+
 namespace specchat {
 
 // Why a GGUF file was refused. Stable names (see gguf_error_kind_name) go into --json errors.
@@ -49,10 +51,17 @@ enum class GgufType : uint32_t {
   string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
 };
 
-// ggml tensor types this reader accepts (values from ggml.h). Others give unknown_type.
-enum class GgmlType : uint32_t { f32 = 0, f16 = 1, q8_0 = 8, bf16 = 30 };
+// Tensor types are the engine's one weight-type vocabulary (kernels/dtype.h); the file's ggml
+// type ids map to it with dtype_from_ggml. GgmlType is kept as a name for it in reader code.
+using GgmlType = DType;
 
+// ggml's name of a type ("f32", "q8_0", ...).
 const char* ggml_type_name(GgmlType type);
+
+// True when this reader loads tensors of type t: f32, f16, bf16 and q8_0 (the types
+// dequantize_to_f32 converts). Files with other types (q4_0, k-quants, ids this vocabulary does
+// not describe) are refused with unknown_type until their kernels exist.
+bool gguf_loads_type(DType t);
 
 // One metadata value. Integers of every width are widened to int64/uint64 on read;
 // arrays hold their element type and elements (nested arrays are allowed by the format).

@@ -1,5 +1,8 @@
 #include "kernels/cpu/convert.h"
 
+#include <stdexcept>
+#include <string>
+
 #include <cstring>
 
 #include "kernels/random_hash.h"
@@ -64,7 +67,16 @@ uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
+namespace {
+void require_element_type(DType t, const char* fn) {
+  if (dtype_is_block(t)) {
+    throw std::invalid_argument(std::string(fn) + ": " + dtype_name(t) + " is a block type (element types only)");
+  }
+}
+}  // namespace
+
 void convert_from_f32(const float* src, void* dst, DType dtype, int64_t n) {
+  require_element_type(dtype, "convert_from_f32");
   if (dtype == DType::f32) {
     if (n > 0) std::memmove(dst, src, static_cast<size_t>(n) * 4);
     return;
@@ -74,6 +86,7 @@ void convert_from_f32(const float* src, void* dst, DType dtype, int64_t n) {
 }
 
 void convert_to_f32(const void* src, DType dtype, float* dst, int64_t n) {
+  require_element_type(dtype, "convert_to_f32");
   if (dtype == DType::f32) {
     if (n > 0) std::memmove(dst, src, static_cast<size_t>(n) * 4);
     return;
@@ -93,6 +106,7 @@ void random_fill(void* dst, DType dtype, int64_t n, uint64_t seed, float a) {
       case DType::f32: static_cast<float*>(dst)[i] = v; break;
       case DType::f16: static_cast<uint16_t*>(dst)[i] = f32_to_f16(v); break;
       case DType::bf16: static_cast<uint16_t*>(dst)[i] = f32_to_bf16(v); break;
+      default: throw std::invalid_argument(std::string("random_fill: ") + dtype_name(dtype) + " is not an element type");
     }
   }
 }

@@ -17,7 +17,8 @@ float bf16_to_f32(uint16_t h);
 // f32 -> bf16 bits, round to nearest even; NaN stays NaN (quiet).
 uint16_t f32_to_bf16(float f);
 
-// dst[n] (dtype) = src[n] (f32), rounded to nearest even.
+// dst[n] (dtype) = src[n] (f32), rounded to nearest even. Element types only (f32/f16/bf16):
+// a block type throws std::invalid_argument (also convert_to_f32).
 void convert_from_f32(const float* src, void* dst, DType dtype, int64_t n);
 // dst[n] (f32) = src[n] (dtype), exact.
 void convert_to_f32(const void* src, DType dtype, float* dst, int64_t n);

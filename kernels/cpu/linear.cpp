@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/convert.h"
@@ -320,6 +322,12 @@ void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens,
 }
 
 void linear_multi(std::span<const LinearJob> jobs, ThreadPool* pool) {
+  for (const LinearJob& jb : jobs) {
+    if (dtype_is_block(jb.w_type)) {
+      throw std::invalid_argument(std::string("linear: ") + dtype_name(jb.w_type) +
+                                  " weights have no kernel yet (f32, f16, bf16)");
+    }
+  }
   // F32 weights take cpu::matmul (its own kernel or OpenBLAS), one job at a time.
   bool all16 = true;
   for (const LinearJob& jb : jobs) all16 = all16 && jb.w_type != DType::f32;

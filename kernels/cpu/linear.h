@@ -23,6 +23,7 @@ namespace specchat::cpu {
 // sequence of operations whatever n_tokens is and whichever other rows x holds, so a row's
 // result does not depend on what it is batched with.
 //
+// Block (quantized) weight types throw std::invalid_argument until their kernels exist.
 // f32 weights go to cpu::matmul (ops.h: its own kernel up to 32 rows, OpenBLAS beyond).
 // SIMD, chosen once per process from the CPU's features: AVX-512 (16 lanes, 4 rows of x ×
 // 4 weight rows per step), else AVX2 + FMA + F16C (8 lanes, 2 × 4), else a portable loop. The

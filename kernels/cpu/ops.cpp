@@ -253,9 +253,10 @@ void attention_row_head(const AttentionArgs& a, int i, int h, float* s) {
 
 }  // namespace
 
-void attention(const AttentionArgs& a, ThreadPool* pool) { attention_multi(std::span<const AttentionArgs>(&a, 1), pool); }
+void attention(const AttentionArgs& a, ThreadPool* pool) { attention_multi(&a, 1, pool); }
 
-void attention_multi(std::span<const AttentionArgs> parts, ThreadPool* pool) {
+void attention_multi(const AttentionArgs* parts_ptr, int n_parts, ThreadPool* pool) {
+  const std::span<const AttentionArgs> parts(parts_ptr, static_cast<size_t>(std::max(0, n_parts)));
   // Global task t = (part, row, head); scores buffer: a part's scratch when serial, otherwise
   // one buffer per thread, grown once.
   int n_tasks = 0, max_keys = 0;

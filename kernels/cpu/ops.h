@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 
 #include "kernels/cpu/thread_pool.h"
 
@@ -55,7 +54,8 @@ struct AttentionArgs {
 void attention(const AttentionArgs& a, ThreadPool* pool = nullptr);
 // Several independent attentions (one per sequence of a batch) in one parallel region, so a
 // step over N sequences synchronises the pool once per layer, not N times.
-void attention_multi(std::span<const AttentionArgs> parts, ThreadPool* pool = nullptr);
+// (Pointer and count, not std::span: the CUDA sources include this header as C++17.)
+void attention_multi(const AttentionArgs* parts, int n_parts, ThreadPool* pool = nullptr);
 
 // In-place softmax over rows of x [n_rows, n].
 void softmax_rows(float* x, int n_rows, int n);

@@ -3,6 +3,9 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/convert.h"
+
+#include <stdexcept>
+#include <string>
 #include "kernels/random_hash.h"
 
 namespace specchat::cuda {
@@ -50,6 +53,8 @@ void convert_from_f32(const float* src, void* dst, DType dtype, int64_t n, cudaS
     case DType::bf16:
       from_f32_kernel<<<grid, detail::kBlock, 0, stream>>>(src, static_cast<__nv_bfloat16*>(dst), n);
       break;
+    default:
+      throw std::invalid_argument(std::string(dtype_name(dtype)) + " is not an element type (kernels read f32/f16/bf16)");
   }
   SPECCHAT_CUDA_CHECK_LAUNCH();
 }
@@ -68,6 +73,8 @@ void convert_to_f32(const void* src, DType dtype, float* dst, int64_t n, cudaStr
     case DType::bf16:
       to_f32_kernel<<<grid, detail::kBlock, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), dst, n);
       break;
+    default:
+      throw std::invalid_argument(std::string(dtype_name(dtype)) + " is not an element type (kernels read f32/f16/bf16)");
   }
   SPECCHAT_CUDA_CHECK_LAUNCH();
 }
@@ -85,6 +92,8 @@ void random_fill(void* dst, DType dtype, int64_t n, uint64_t seed, float a, cuda
     case DType::bf16:
       random_fill_kernel<<<grid, detail::kBlock, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), n, seed, a);
       break;
+    default:
+      throw std::invalid_argument(std::string(dtype_name(dtype)) + " is not an element type (kernels read f32/f16/bf16)");
   }
   SPECCHAT_CUDA_CHECK_LAUNCH();
 }

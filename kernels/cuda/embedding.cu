@@ -4,6 +4,9 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/embedding.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace specchat::cuda {
 namespace {
 
@@ -37,6 +40,8 @@ void embedding_gather(const void* table, DType dtype, const int32_t* ids, float*
       embedding_kernel<<<grid, detail::kBlock, 0, stream>>>(static_cast<const __nv_bfloat16*>(table), ids, out,
                                                             d_model);
       break;
+    default:
+      throw std::invalid_argument(std::string(dtype_name(dtype)) + " is not an element type (kernels read f32/f16/bf16)");
   }
   SPECCHAT_CUDA_CHECK_LAUNCH();
 }

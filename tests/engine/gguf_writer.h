@@ -298,7 +298,7 @@ class GgufBuilder {
     b.pad_alignment_ = f.alignment();
     for (const auto& [k, v] : f.metadata()) b.append(k, v);
     for (const auto& t : f.tensors()) {
-      b.add_tensor_raw(t.name, t.ne, static_cast<uint32_t>(t.type),
+      b.add_tensor_raw(t.name, t.ne, dtype_ggml_id(t.type),
                        std::vector<uint8_t>(t.data, t.data + t.n_bytes));
     }
     return b;
@@ -327,7 +327,7 @@ class GgufBuilder {
     std::vector<uint8_t> payload;
   };
 
-  static uint32_t type_id(GgmlType t) { return static_cast<uint32_t>(t); }
+  static uint32_t type_id(GgmlType t) { return dtype_ggml_id(t); }
   static void push_le(std::vector<uint8_t>& o, uint64_t v, int n) {
     for (int i = 0; i < n; ++i) o.push_back(static_cast<uint8_t>(v >> (8 * i)));
   }

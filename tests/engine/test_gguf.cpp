@@ -606,7 +606,7 @@ TEST_CASE("gguf: f32 and q8_0 dequantization", "[unit]") {
   }
   CHECK(outcome_of([&] { dequantize_to_f32(GgmlType::q8_0, blocks.data(), q.data(), 33); }).kind ==
         "absurd_value");
-  CHECK(outcome_of([&] { dequantize_to_f32(static_cast<GgmlType>(2), blocks.data(), q.data(), 1); })
+  CHECK(outcome_of([&] { dequantize_to_f32(DType::q4_0, blocks.data(), q.data(), 32); })
             .kind == "unknown_type");
 
   // Writer quantization, seeded, 96 values (3 blocks): |x - x'| <= d/2 from rounding q, plus the
