@@ -160,7 +160,11 @@ void Engine::retire(Seq& s) {
   final_ctx.insert(final_ctx.end(), s.res.tokens.begin(), s.res.tokens.end());
   KvCache& kv = target_.kv(s.slot);
   kv.truncate(kv.common_prefix(final_ctx));
-  if (draft_) draft_->kv(s.slot).truncate(draft_->kv(s.slot).common_prefix(final_ctx));
+  // Every drafter of the slot (not only this request's: an earlier request may have used the
+  // model drafter, whose cache must not keep rows past what the slot now holds).
+  Slot& sl = *slots_[static_cast<size_t>(s.slot)];
+  if (sl.model_drafter) sl.model_drafter->finished(final_ctx);
+  sl.ngram_drafter.finished(final_ctx);
   s.done = true;
   slots_[static_cast<size_t>(s.slot)]->busy = false;
 }
@@ -325,7 +329,9 @@ void Engine::clear_cache() {
   for (int i = 0; i < capacity(); ++i) {
     if (slots_[static_cast<size_t>(i)]->busy) continue;
     target_.kv(i).truncate(0);
-    if (draft_) draft_->kv(i).truncate(0);
+    Slot& sl = *slots_[static_cast<size_t>(i)];
+    if (sl.model_drafter) sl.model_drafter->clear();
+    sl.ngram_drafter.clear();
   }
 }
 

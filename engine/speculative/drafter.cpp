@@ -76,6 +76,17 @@ void ModelDrafter::accepted(const DraftTree& tree, std::span<const int32_t> path
   if (!rel.empty()) kv.keep_path(rel, ids);
 }
 
+void ModelDrafter::finished(std::span<const int32_t> ctx) {
+  KvCache& kv = m_.kv(seq_);
+  kv.truncate(kv.common_prefix(ctx));
+  fed_base_ = -1;
+}
+
+void ModelDrafter::clear() {
+  m_.kv(seq_).truncate(0);
+  fed_base_ = -1;
+}
+
 DraftTree ModelDrafter::propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
                                 const SamplingParams& params, Rng& rng) {
   fed_base_ = -1;

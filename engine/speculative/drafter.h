@@ -41,6 +41,11 @@ class Drafter {
   // Told which nodes of the last proposed tree the target accepted (root child first), so a
   // drafter with a KV cache can keep their rows instead of recomputing them. Optional.
   virtual void accepted(const DraftTree& /*tree*/, std::span<const int32_t> /*path*/) {}
+  // The request ended with `ctx` ([n] tokens: prompt + kept reply) committed: keep only state
+  // consistent with it (a draft model's cache keeps its common prefix, for the next turn).
+  virtual void finished(std::span<const int32_t> /*ctx*/) {}
+  // Forget all cached state (cold runs).
+  virtual void clear() {}
 };
 
 // A small llama model drafting autoregressively (Leviathan et al. 2023) as a chain, a dynamic
@@ -57,6 +62,8 @@ class ModelDrafter : public Drafter {
   // Compacts the accepted path's rows (those the tree expansion fed) into place after the
   // committed context and commits them, as the target's cache does (KvCache::keep_path).
   void accepted(const DraftTree& tree, std::span<const int32_t> path) override;
+  void finished(std::span<const int32_t> ctx) override;
+  void clear() override;
 
  private:
   // Feeds ctx[common..n) so the cache holds all of ctx; returns logits of the last row.
