@@ -60,4 +60,12 @@ LlamaModel& Generator::target() { return engine_->target(); }
 LlamaModel* Generator::draft() { return engine_->draft(); }
 void Generator::clear_cache() { engine_->clear_cache(); }
 
+void Generator::warm_up(const GenerateRequest& req) {
+  GenerateRequest w = req;
+  w.max_tokens = std::min(8, req.max_tokens);
+  w.stop_strings.clear();
+  if (!w.prompt.empty() && w.max_tokens > 0) generate(w);
+  clear_cache();
+}
+
 }  // namespace specchat

@@ -40,6 +40,11 @@ ModelPair ModelPair::load(const PairOptions& opt) {
   mo.n_seq = opt.n_seq;
   mo.backend = opt.backend;
   mp.target = LlamaModel::load(tpath, mo);
+  if (opt.n_ctx > mp.target->config().n_ctx_train && mp.target->config().n_ctx_train > 0) {
+    mp.warnings.push_back("context " + std::to_string(opt.n_ctx) + " is longer than the model's training context (" +
+                          std::to_string(mp.target->config().n_ctx_train) +
+                          " tokens): positions past it are untrained and output there is unreliable");
+  }
   if (!opt.draft_path.empty()) {
     try {
       LlamaModel::Options dopt;
@@ -62,7 +67,7 @@ ModelPair ModelPair::load(const PairOptions& opt) {
       throw VocabError("vocab_mismatch: draft model " + opt.draft_path +
                        " cannot serve target " + tpath + ": " + vc.error);
     }
-    mp.warnings = vc.warnings;
+    mp.warnings.insert(mp.warnings.end(), vc.warnings.begin(), vc.warnings.end());
   }
   mp.tokenizer = std::make_unique<Tokenizer>(mp.target->vocab());
   const std::string tmpl = mp.target->vocab().chat_template;

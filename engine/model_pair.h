@@ -29,7 +29,7 @@ struct ModelPair {
   std::unique_ptr<LlamaModel> target;
   std::unique_ptr<LlamaModel> draft;   // null when no draft
   std::unique_ptr<Tokenizer> tokenizer;
-  std::vector<std::string> warnings;   // accepted vocabulary differences (B06)
+  std::vector<std::string> warnings;   // accepted vocabulary differences (B06), a context past n_ctx_train
   std::string template_name;           // from the target's tokenizer.chat_template, or "specchat"
 
   static ModelPair load(const PairOptions& opt);

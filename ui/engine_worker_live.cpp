@@ -124,6 +124,11 @@ void EngineWorker::compare(const CompareJob& job) {
     base.spec.draft_k = 0;
     const SpecSetup* setups[2] = {&base, &spec};
     CompareSide* sides[2] = {&out.baseline, &out.speculative};
+    {  // Neither side pays the cold start (weight pages, pool wake-up) alone.
+      GenerateRequest w = req;
+      w.spec = spec.spec;
+      generator_->warm_up(w);
+    }
     for (int side = 0; side < 2 && !cancel_.load(); ++side) {
       // Cold caches: both sides pay the same prefill, so TTFT and totals compare fairly.
       generator_->clear_cache();

@@ -16,7 +16,7 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   cmd.add_option("--model,-m", c.model, "target model GGUF (default: the bundled target)");
   cmd.add_option("--draft,-d", c.draft, "draft model GGUF or 'bundled' (default)");
   cmd.add_option("-n,--max-tokens", c.n, "tokens generated per prompt")->check(CLI::Range(1, 4096));
-  cmd.add_option("--threads", c.threads, "BLAS threads (0 = all cores)")->check(CLI::Range(0, 256));
+  cmd.add_option("--threads", c.threads, "CPU threads of the engine's pool (0 = all cores; more than the cores is capped)")->check(CLI::Range(0, 256));
   cmd.add_option("--prompts", o.prompts, "held-out prompts JSON (default tests/data/heldout_prompts.json)");
   cmd.add_option("--max-prompts", o.max_prompts, "prompts used (story and chat prompts alternate)")
       ->check(CLI::Range(1, 10000));
@@ -169,6 +169,7 @@ int cmd_bench(BenchOptions& o) {
   print_rows(rcfgs, rtot);
   if (!o.out.empty()) {
     std::ofstream out(o.out);
+    if (!out) throw std::runtime_error("cannot write the report to " + o.out);
     out << json{{"prompts", prompts.size()}, {"n", c.n}, {"temperature", c.temp}, {"rows", rows}}.dump(1) << "\n";
   }
   return all_identical ? 0 : 1;

@@ -113,6 +113,7 @@ int cmd_bench_concurrency(BenchOptions& o) {
   }
   if (!o.out.empty()) {
     std::ofstream out(o.out);
+    if (!out) throw std::runtime_error("cannot write the report to " + o.out);
     out << json{{"prompts", prompts.size()}, {"n", c.n}, {"concurrency", n_conc}, {"temperature", c.temp}, {"rows", rows}}.dump(1)
         << "\n";
   }

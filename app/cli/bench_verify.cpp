@@ -66,6 +66,7 @@ int cmd_bench_verify(BenchOptions& o) {
   }
   if (!o.out.empty()) {
     std::ofstream out(o.out);
+    if (!out) throw std::runtime_error("cannot write the report to " + o.out);
     out << json{{"model", path}, {"reps", reps}, {"prefix", n_prefix}, {"kernel", cpu::linear_isa()}, {"rows", rows}}.dump(1)
         << "\n";
   }

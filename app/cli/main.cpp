@@ -93,6 +93,7 @@ int cmd_compare(const cli::CommonOptions& o) {
   const json plan = cli::plan_tree(o, l.pair, spec_req);
   const int k = spec_req.spec.draft_k;
   GenerationResult base, spec;
+  g.warm_up(spec_req);  // neither side pays the cold start alone
   const CompareRun base_run = run_one(g, base_req, false, &base);
   const CompareRun spec_run = run_one(g, spec_req, false, &spec);
   const CompareOutcome c = RequestPlanner::compare(base_run, spec_run);

@@ -38,7 +38,7 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--seed,-s", o.seed, "sampling seed");
   cmd.add_option("-n,--max-tokens", o.n, "tokens to generate")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--ctx", o.n_ctx, "context length (0 = the model's)")->check(CLI::Range(0, 1 << 20));
-  cmd.add_option("--threads", o.threads, "BLAS threads (0 = all cores)")->check(CLI::Range(0, 256));
+  cmd.add_option("--threads", o.threads, "CPU threads of the engine's pool (0 = all cores; more than the cores is capped)")->check(CLI::Range(0, 256));
   cmd.add_option("--backend", o.backend, "where the target model runs: cpu or cuda (an NVIDIA GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--draft-backend", o.draft_backend, "where the draft model runs: cpu or cuda (default: --backend)")

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/generator.h"
 #include "engine/model.h"
 
 namespace specchat {
@@ -18,6 +19,19 @@ const char* tree_mode_name(TreeMode m) {
 }
 
 namespace {
+
+// A damaged draft (NaN/inf weights) would make q NaN, and min(1, p/NaN) accepts every draft:
+// sampled output would silently stop following the target. Draft logits are checked like the
+// target's (engine/runtime/engine.cpp) and refused with a typed error.
+std::span<const float> checked(std::span<const float> logits, const LlamaModel& m) {
+  for (float v : logits) {
+    if (!std::isfinite(v)) {
+      throw GenerationError("non_finite_draft_logits", "the draft model produced NaN or infinite logits (" + m.path() +
+                                                           "): its weights are damaged");
+    }
+  }
+  return logits;
+}
 
 // Plain softmax (T = 1) of draft logits: the ranking that dynamic/static trees expand by.
 // Children chosen as a fixed function of it are deterministic (q one-hot in acceptance), so
@@ -53,7 +67,7 @@ std::vector<std::pair<double, int32_t>> top_k_logprobs(std::span<const float> lo
 }  // namespace
 
 std::span<const float> ModelDrafter::feed_context(std::span<const int32_t> ctx) {
-  return m_.sync_cache(ctx, static_cast<int>(ctx.size()), true, seq_);
+  return checked(m_.sync_cache(ctx, static_cast<int>(ctx.size()), true, seq_), m_);
 }
 
 void ModelDrafter::sync(std::span<const int32_t> ctx) {
@@ -118,7 +132,7 @@ DraftTree ModelDrafter::propose_chain(std::span<const int32_t> ctx, int k, const
     const int32_t one[1] = {t};
     Batch b = Batch::chain(one, n + i, false);
     b.seq = seq_;
-    logits = m_.forward(b);
+    logits = checked(m_.forward(b), m_);
     m_.kv(seq_).commit(one);
   }
   // Greedy drafts are the argmax (q one-hot); sampled drafts were drawn from q.
@@ -152,7 +166,7 @@ struct TreeFeeder {
     }
     for (size_t i = 0; i < nodes.size(); ++i) slot[static_cast<size_t>(nodes[i])] = next_slot + static_cast<int>(i);
     next_slot += static_cast<int>(nodes.size());
-    return m.forward(b);
+    return checked(m.forward(b), m);
   }
 };
 

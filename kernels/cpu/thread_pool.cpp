@@ -1,5 +1,6 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #if defined(__x86_64__)
@@ -26,7 +27,10 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // More threads than cores only adds descheduled workers for the others to wait on (measured:
+  // --threads 64 on 2 cores decoded 16x slower): capped at the core count.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  n_threads = n_threads <= 0 ? cores : std::min(n_threads, cores);
   for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 

@@ -25,7 +25,8 @@ namespace specchat::cpu {
 
 class ThreadPool {
  public:
-  // n_threads threads in all, the caller included (n_threads - 1 workers); <= 0 = all cores.
+  // n_threads threads in all, the caller included (n_threads - 1 workers); <= 0 = all cores;
+  // capped at the core count (std::thread::hardware_concurrency).
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

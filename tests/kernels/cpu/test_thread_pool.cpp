@@ -3,6 +3,7 @@
 // the caller, and a pool of one thread runs serially.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -16,7 +17,8 @@ using specchat::cpu::ThreadPool;
 TEST_CASE("thread pool: each task of each region runs exactly once", "[unit][kernels][pool]") {
   for (int n_threads : {1, 2, 3, 8}) {
     ThreadPool pool(n_threads);
-    REQUIRE(pool.n_threads() == n_threads);
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    REQUIRE(pool.n_threads() == std::min(n_threads, cores));
     std::vector<std::atomic<int>> hits(257);
     for (int region = 0; region < 2000; ++region) {
       const int n = 1 + region % 257;
@@ -60,6 +62,14 @@ TEST_CASE("thread pool: a task's exception is rethrown and the pool stays usable
   std::atomic<int> again{0};
   pool.parallel_for(10, [&](int) { again.fetch_add(1); });
   CHECK(again.load() == 10);
+}
+
+TEST_CASE("thread pool: never more threads than cores (regression: --threads 64 on 2 cores decoded 16x slower)",
+          "[unit][kernels][pool]") {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(ThreadPool(64 * cores).n_threads() == cores);
+  CHECK(ThreadPool(0).n_threads() == cores);
+  CHECK(ThreadPool(1).n_threads() == 1);
 }
 
 TEST_CASE("thread pool: the free helper runs serially without a pool", "[unit][kernels][pool]") {
