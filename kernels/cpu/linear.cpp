@@ -1,6 +1,8 @@
 #include "kernels/cpu/linear.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstdint>
@@ -310,6 +312,41 @@ void run_blocks(const LinearJob& jb, int b0, int b1) {
     block_generic(jb.x, jb.w, jb.w_type, jb.y, jb.n_tokens, jb.n_in, jb.n_out, j0, nr);
   }
 }
+
+}  // namespace
+
+bool linear_isa_supported(LinearIsa isa) {
+  switch (isa) {
+    case LinearIsa::generic: return true;
+    case LinearIsa::avx2: return have_avx2();
+    case LinearIsa::avx512: return have_avx512();
+  }
+  return false;
+}
+
+void linear_with_isa(LinearIsa isa, const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in,
+                     int n_out) {
+  if (w_type == DType::f32 || dtype_is_block(w_type)) {
+    throw std::invalid_argument("linear_with_isa: 16-bit weights only");
+  }
+  if (!linear_isa_supported(isa)) throw std::invalid_argument("linear_with_isa: this CPU lacks that variant");
+  for (int j0 = 0; j0 < n_out; j0 += kRows) {
+    const int nr = std::min(kRows, n_out - j0);
+#if defined(__x86_64__)
+    if (isa == LinearIsa::avx512) {
+      block_avx512(x, w, w_type, y, n_tokens, n_in, n_out, j0, nr);
+      continue;
+    }
+    if (isa == LinearIsa::avx2) {
+      block_avx2(x, w, w_type, y, n_tokens, n_in, n_out, j0, nr);
+      continue;
+    }
+#endif
+    block_generic(x, w, w_type, y, n_tokens, n_in, n_out, j0, nr);
+  }
+}
+
+namespace {
 
 int n_blocks_of(const LinearJob& jb) { return jb.n_tokens > 0 ? (jb.n_out + kRows - 1) / kRows : 0; }
 

@@ -50,4 +50,13 @@ void linear_ref(const float* x, const void* w, DType w_type, float* y, int n_tok
 // The instruction set linear() dispatches to on this CPU: "avx512f", "avx2+fma+f16c" or "generic".
 const char* linear_isa();
 
+// The kernel variants, so tests can hold each one this CPU runs to the scalar twin (linear()
+// always takes the widest supported one).
+enum class LinearIsa { generic, avx2, avx512 };
+bool linear_isa_supported(LinearIsa isa);
+// linear() with a chosen variant, serially (16-bit weights only; std::invalid_argument for f32
+// or block weights, or a variant this CPU lacks).
+void linear_with_isa(LinearIsa isa, const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in,
+                     int n_out);
+
 }  // namespace specchat::cpu

@@ -117,3 +117,36 @@ TEST_CASE("cpu::linear_multi gives each job exactly what linear() gives, with an
     CHECK(yc == wc1);
   }
 }
+
+TEST_CASE("every cpu::linear variant this CPU runs matches the scalar twin and is batch-invariant", "[unit][kernels][linear]") {
+  const std::pair<cpu::LinearIsa, const char*> isas[] = {
+      {cpu::LinearIsa::generic, "generic"}, {cpu::LinearIsa::avx2, "avx2"}, {cpu::LinearIsa::avx512, "avx512"}};
+  int ran = 0;
+  for (const auto& [isa, name] : isas) {
+    if (!cpu::linear_isa_supported(isa)) {
+      WARN("cpu::linear variant " << name << " not checked: this CPU lacks it");
+      continue;
+    }
+    ++ran;
+    for (DType t : {DType::f16, DType::bf16}) {
+      for (const auto& [n_in, n_out] : std::vector<std::pair<int, int>>{{37, 11}, {1100, 45}, {300, 130}}) {
+        const Weights w = make_weights(t, n_out, n_in, 3u + static_cast<uint32_t>(n_in));
+        for (int n : {1, 2, 3, 5, 8, 17, 64}) {
+          const std::vector<float> x = make_x(n, n_in, 9u + static_cast<uint32_t>(n));
+          std::vector<float> got(static_cast<size_t>(n) * n_out), want(got.size());
+          cpu::linear_with_isa(isa, x.data(), w.data(t), t, got.data(), n, n_in, n_out);
+          cpu::linear_ref(x.data(), w.data(t), t, want.data(), n, n_in, n_out);
+          double worst = 0;
+          for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+          INFO(name << " " << dtype_name(t) << " n_in " << n_in << " n_out " << n_out << " rows " << n << " err " << worst);
+          CHECK(worst <= 1e-5);  // same bound and reason as the dispatched test above
+          // The last row alone gives the same bits as inside the batch.
+          std::vector<float> one(static_cast<size_t>(n_out));
+          cpu::linear_with_isa(isa, x.data() + static_cast<size_t>(n - 1) * n_in, w.data(t), t, one.data(), 1, n_in, n_out);
+          CHECK(std::equal(one.begin(), one.end(), got.begin() + static_cast<long>(n - 1) * n_out));
+        }
+      }
+    }
+  }
+  CHECK(ran >= 1);
+}
