@@ -16,11 +16,7 @@ using namespace specchat;
 
 namespace {
 
-double max_abs_diff(std::span<const float> a, std::span<const float> b) {
-  double m = 0;
-  for (size_t i = 0; i < b.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return m;
-}
+using test::max_abs_diff;
 
 ModelConfig small_config() {
   ModelConfig c;

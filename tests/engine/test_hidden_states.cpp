@@ -15,11 +15,7 @@ using namespace specchat;
 
 namespace {
 
-double max_abs_diff(std::span<const float> a, const std::vector<float>& b) {
-  double m = 0;
-  for (size_t i = 0; i < b.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return m;
-}
+using test::max_abs_diff;
 
 nlohmann::json reference() {
   std::ifstream in(test::test_data("reference_hidden.json"));
