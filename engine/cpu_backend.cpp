@@ -38,6 +38,12 @@ CpuBackend::CpuBackend(const ModelConfig& c, const BackendShape& sh, Weights w) 
   cpu::set_num_threads(sh.n_threads);
   pool_ = sh.pool ? sh.pool : std::make_shared<cpu::ThreadPool>(sh.n_threads);
   att_parts_.reserve(static_cast<size_t>(std::max(1, sh.n_seq)));
+  // Positions never exceed n_ctx − 1 (a token's position is at most its slot): one table, built
+  // once, instead of pow/cos/sin per token and layer.
+  const size_t n_rot = static_cast<size_t>(std::max(1, sh.n_ctx)) * (hd / 2);
+  rope_cos_.resize(n_rot);
+  rope_sin_.resize(n_rot);
+  cpu::rope_table(std::max(1, sh.n_ctx), c.head_dim, c.rope_theta, rope_cos_.data(), rope_sin_.data());
 }
 
 MemoryInfo CpuBackend::memory() const {
@@ -90,8 +96,8 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
                                      job(s.xb.data(), l.wv, s.v.data(), n)};
       cpu::linear_multi(qkv, pool_.get());
     }
-    cpu::rope(s.q.data(), b.pos.data(), n, c.n_head, hd, c.rope_theta);
-    cpu::rope(s.k.data(), b.pos.data(), n, c.n_head_kv, hd, c.rope_theta);
+    cpu::rope_with_table(s.q.data(), b.pos.data(), n, c.n_head, hd, rope_cos_.data(), rope_sin_.data());
+    cpu::rope_with_table(s.k.data(), b.pos.data(), n, c.n_head_kv, hd, rope_cos_.data(), rope_sin_.data());
     // Per sequence: its rows' K/V into its cache, then attention over its own slots only (all
     // sequences in one parallel region).
     att_parts_.clear();

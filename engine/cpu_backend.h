@@ -68,6 +68,7 @@ class CpuBackend final : public Backend {
   Scratch s_;
   std::shared_ptr<cpu::ThreadPool> pool_;
   std::vector<cpu::AttentionArgs> att_parts_;  // [n_seq] reserved at load
+  std::vector<float> rope_cos_, rope_sin_;     // [n_ctx, head_dim / 2] rotation table
   int max_hidden_ = 0;  // hidden-state layers one forward may return (scratch sized for it)
 };
 

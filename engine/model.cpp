@@ -191,6 +191,8 @@ ForwardOut LlamaModel::forward(std::span<const Batch* const> batches, std::span<
     for (int i = 0; i < n; ++i) {
       const int32_t t = b.tokens[static_cast<size_t>(i)];
       if (t < 0 || t >= c.n_vocab) throw std::invalid_argument("forward: token id out of range");
+      const int32_t p = b.pos[static_cast<size_t>(i)];
+      if (p < 0 || p >= kv.n_ctx()) throw std::invalid_argument("forward: position out of range [0, n_ctx)");
       const int32_t par = b.parent[static_cast<size_t>(i)];
       if (par >= i || par < -1) throw std::invalid_argument("forward: bad parent link");
       const int32_t ps = b.parent_slot.empty() ? -1 : b.parent_slot[static_cast<size_t>(i)];

@@ -88,8 +88,8 @@ class LlamaModel {
   // Runs the batch, writes K/V rows into sequence batch.seq's cache at slots kv_pos0 ..
   // kv_pos0 + n_tokens - 1 and returns logits [out_rows.size(), n_vocab] (a view into scratch,
   // valid until the next call). Throws std::invalid_argument when the batch does not fit
-  // (n_tokens > max_batch, slots past n_ctx, bad parent link, token id out of range, seq out
-  // of range).
+  // (n_tokens > max_batch, slots past n_ctx, bad parent link, token id or position out of
+  // range, seq out of range).
   std::span<const float> forward(const Batch& batch);
 
   // One forward over several sequences' batches (at most one batch per sequence; their rows

@@ -162,6 +162,36 @@ void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, 
   }
 }
 
+void rope_table(int n_pos, int head_dim, float theta, float* cos_out, float* sin_out) {
+  const int half = head_dim / 2;
+  for (int p = 0; p < n_pos; ++p) {
+    for (int i = 0; i < half; ++i) {
+      // The same expression as rope(): angle in double, then rounded.
+      const double inv = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+      const double ang = static_cast<double>(p) * inv;
+      cos_out[static_cast<int64_t>(p) * half + i] = static_cast<float>(std::cos(ang));
+      sin_out[static_cast<int64_t>(p) * half + i] = static_cast<float>(std::sin(ang));
+    }
+  }
+}
+
+void rope_with_table(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, const float* cos_tab,
+                     const float* sin_tab) {
+  const int half = head_dim / 2;
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* cs = cos_tab + static_cast<int64_t>(pos[t]) * half;
+    const float* sn = sin_tab + static_cast<int64_t>(pos[t]) * half;
+    for (int h = 0; h < n_head; ++h) {
+      float* v = x + (static_cast<int64_t>(t) * n_head + h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const float a = v[2 * i], b = v[2 * i + 1];
+        v[2 * i] = a * cs[i] - b * sn[i];
+        v[2 * i + 1] = a * sn[i] + b * cs[i];
+      }
+    }
+  }
+}
+
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];

@@ -25,6 +25,14 @@ void rmsnorm(const float* x, const float* weight, float* out, int n_tokens, int 
 // (2i, 2i+1) as llama's GGUF convention (RoFormer, Su et al. 2021, eq. 34); pos [n_tokens].
 void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, float theta);
 
+// The rotation table rope() computes on the fly, for positions [0, n_pos): cos_out/sin_out
+// [n_pos, head_dim / 2], angle pos · theta^(−2i / head_dim) in double, rounded to f32.
+void rope_table(int n_pos, int head_dim, float theta, float* cos_out, float* sin_out);
+// rope() with a precomputed table (same values bit for bit; no allocation, no transcendental
+// calls per token). pos[t] must be in [0, n_pos) of the table.
+void rope_with_table(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, const float* cos_tab,
+                     const float* sin_tab);
+
 // out[n, d_ff] = silu(gate) * up, with gate/up [n, d_ff] (SwiGLU, Shazeer 2020).
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 

@@ -108,4 +108,10 @@ TEST_CASE("forward rejects batches that do not fit", "[model][forward]") {
   Batch b = Batch::chain(ok, 0, false);
   b.parent[0] = 1;  // a parent after its child
   CHECK_THROWS_AS(m->forward(b), std::invalid_argument);
+  // Positions index the CPU's rotation table: outside [0, n_ctx) is refused, not read.
+  for (int32_t p : {-1, m->n_ctx(), 1 << 30}) {
+    Batch bp = Batch::chain(ok, 0, false);
+    bp.pos[1] = p;
+    CHECK_THROWS_AS(m->forward(bp), std::invalid_argument);
+  }
 }

@@ -64,3 +64,18 @@ TEST_CASE("attention with a tree mask ignores invisible keys", "[unit][ops]") {
   for (int d = 0; d < kv_dim; ++d) changed |= out1[static_cast<size_t>(d)] != out2[static_cast<size_t>(d)];
   CHECK(changed);
 }
+
+TEST_CASE("rope_with_table gives rope's values bit for bit", "[unit][kernels]") {
+  const int n_pos = 300, head_dim = 40, n_head = 3, n = 7;
+  std::vector<float> cs(static_cast<size_t>(n_pos) * head_dim / 2), sn(cs.size());
+  cpu::rope_table(n_pos, head_dim, 10000.0f, cs.data(), sn.data());
+  std::mt19937 g(3);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> a(static_cast<size_t>(n) * n_head * head_dim);
+  for (float& v : a) v = u(g);
+  std::vector<float> b = a;
+  const int32_t pos[n] = {0, 1, 17, 128, 255, 299, 5};
+  cpu::rope(a.data(), pos, n, n_head, head_dim, 10000.0f);
+  cpu::rope_with_table(b.data(), pos, n, n_head, head_dim, cs.data(), sn.data());
+  CHECK(a == b);
+}
