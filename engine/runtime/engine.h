@@ -31,9 +31,9 @@ class Engine {
  public:
   using SeqId = int64_t;
 
-  // `target` (and `draft`, which may be null) must outlive the engine. Sequences: the target's
-  // n_seq; a draft model needs at least as many (else ModelError-free refusal:
-  // std::invalid_argument). The draft's vocabulary must already have been checked.
+  // `target` (and `draft`, which may be null) must outlive the engine. Capacity: the target's
+  // n_seq; a draft model needs at least as many sequences (std::invalid_argument otherwise).
+  // The draft's vocabulary must already have been checked (check_draft_vocab).
   Engine(LlamaModel& target, LlamaModel* draft);
   ~Engine();
   Engine(const Engine&) = delete;
