@@ -125,8 +125,7 @@ int cmd_bench(BenchOptions& o) {
       for (size_t ci = 0; ci < cs.size(); ++ci) {
         GenerateRequest req = cs[ci].req;
         req.prompt = ids;
-        pair.target->kv().truncate(0);
-        pair.draft->kv().truncate(0);
+        g.clear_cache();  // every configuration starts cold
         const GenerationResult r = g.generate(req);
         Totals& t = tot[ci];
         t.tokens += r.stats.n_generated;
