@@ -140,6 +140,24 @@ void rmsnorm(const float* x, const float* weight, float* out, int n_tokens, int 
   }
 }
 
+namespace {
+
+// Rotates the adjacent pairs (2i, 2i+1) of every head of one token by the angles whose cos/sin
+// are cs/sn [head_dim / 2]: the one rotation rope() and rope_with_table() share.
+void rotate_heads(float* x, int n_head, int head_dim, const float* cs, const float* sn) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_head; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float a = v[2 * i], b = v[2 * i + 1];
+      v[2 * i] = a * cs[i] - b * sn[i];
+      v[2 * i + 1] = a * sn[i] + b * cs[i];
+    }
+  }
+}
+
+}  // namespace
+
 void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, float theta) {
   const int half = head_dim / 2;
   std::vector<float> cs(half), sn(half);
@@ -151,14 +169,7 @@ void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, 
       cs[i] = static_cast<float>(std::cos(ang));
       sn[i] = static_cast<float>(std::sin(ang));
     }
-    for (int h = 0; h < n_head; ++h) {
-      float* v = x + (static_cast<int64_t>(t) * n_head + h) * head_dim;
-      for (int i = 0; i < half; ++i) {
-        const float a = v[2 * i], b = v[2 * i + 1];
-        v[2 * i] = a * cs[i] - b * sn[i];
-        v[2 * i + 1] = a * sn[i] + b * cs[i];
-      }
-    }
+    rotate_heads(x + static_cast<int64_t>(t) * n_head * head_dim, n_head, head_dim, cs.data(), sn.data());
   }
 }
 
@@ -181,14 +192,7 @@ void rope_with_table(float* x, const int32_t* pos, int n_tokens, int n_head, int
   for (int t = 0; t < n_tokens; ++t) {
     const float* cs = cos_tab + static_cast<int64_t>(pos[t]) * half;
     const float* sn = sin_tab + static_cast<int64_t>(pos[t]) * half;
-    for (int h = 0; h < n_head; ++h) {
-      float* v = x + (static_cast<int64_t>(t) * n_head + h) * head_dim;
-      for (int i = 0; i < half; ++i) {
-        const float a = v[2 * i], b = v[2 * i + 1];
-        v[2 * i] = a * cs[i] - b * sn[i];
-        v[2 * i + 1] = a * sn[i] + b * cs[i];
-      }
-    }
+    rotate_heads(x + static_cast<int64_t>(t) * n_head * head_dim, n_head, head_dim, cs, sn);
   }
 }
 

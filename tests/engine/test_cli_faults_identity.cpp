@@ -1,4 +1,4 @@
-// specchat-cli against the fault kinds of ../shared/cases/FAULT-KINDS.md: output identity and statistics (B01, B04, B09/B10, B14, B22, B23).
+// specchat-cli against the fault kinds of the project's FAULT-KINDS.md (shared design cases): output identity and statistics (B01, B04, B09/B10, B14, B22, B23).
 // Every test runs the real binary as a child process and checks each JSON result against the
 // statistics invariants of B22/B23 (cli_faults_util.h).
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// specchat-cli against the fault kinds of ../shared/cases/FAULT-KINDS.md: text, prompts and stops (B07, B12, B13, B15, B17).
+// specchat-cli against the fault kinds of the project's FAULT-KINDS.md (shared design cases): text, prompts and stops (B07, B12, B13, B15, B17).
 // Every test runs the real binary as a child process and checks each JSON result against the
 // statistics invariants of B22/B23 (cli_faults_util.h).
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// specchat-cli against the fault kinds of ../shared/cases/FAULT-KINDS.md: vocabularies and model files (B05, B06, B19).
+// specchat-cli against the fault kinds of the project's FAULT-KINDS.md (shared design cases): vocabularies and model files (B05, B06, B19).
 // Every test runs the real binary as a child process and checks each JSON result against the
 // statistics invariants of B22/B23 (cli_faults_util.h).
 #include <catch2/catch.hpp>
