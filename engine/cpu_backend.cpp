@@ -9,6 +9,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
 
 namespace specchat {
 
@@ -82,11 +83,10 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   for (int i = 0; i < n; ++i) {
     const int64_t off = static_cast<int64_t>(b.tokens[static_cast<size_t>(i)]) * d;
     float* dst = s.x.data() + static_cast<size_t>(i) * d;
-    if (w_.tok_embd.type == DType::f32) {
-      std::copy_n(static_cast<const float*>(w_.tok_embd.data) + off, d, dst);
-    } else {
-      cpu::convert_to_f32(static_cast<const uint16_t*>(w_.tok_embd.data) + off, w_.tok_embd.type, dst, d);
-    }
+    // Block types: the row is whole blocks (d_model is checked against the block size at load).
+    const auto* row = static_cast<const uint8_t*>(w_.tok_embd.data) +
+                      static_cast<int64_t>(dtype_row_bytes(w_.tok_embd.type, static_cast<uint64_t>(off)));
+    cpu::dequantize_row_ref(w_.tok_embd.type, row, dst, d);
   }
   for (int il = 0; il < c.n_layer; ++il) {
     const Weights::Layer& l = w_.layers[static_cast<size_t>(il)];
@@ -155,23 +155,13 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
 
 namespace {
 
-// Views a GGUF tensor in place when the kernels read its type (F32, F16, BF16); otherwise
-// converts it to f32 into `w.owned_f32` (Q8_0 until the quantized kernels exist).
-WeightView view_matrix(const GgufTensorInfo& t, CpuBackend::Weights& w) {
+// Views a GGUF matrix in place, in its file type (every type the reader loads has kernels).
+WeightView view_matrix(const GgufTensorInfo& t) {
   WeightView v;
   v.n_in = static_cast<int>(t.ne[0]);
   v.n_out = static_cast<int>(t.ne.size() > 1 ? t.ne[1] : 1);
-  switch (t.type) {
-    case GgmlType::f32: v.type = DType::f32; v.data = t.data; return v;
-    case GgmlType::f16: v.type = DType::f16; v.data = t.data; return v;
-    case GgmlType::bf16: v.type = DType::bf16; v.data = t.data; return v;
-    default: break;
-  }
-  const uint64_t n = t.n_elements();
-  w.owned_f32.emplace_back(new float[n]);
-  dequantize_to_f32(t.type, t.data, w.owned_f32.back().get(), n);
-  v.type = DType::f32;
-  v.data = w.owned_f32.back().get();
+  v.type = t.type;
+  v.data = t.data;
   return v;
 }
 
@@ -191,7 +181,7 @@ std::unique_ptr<Backend> make_cpu_backend(const GgufFile& f, const ModelConfig& 
   const LlamaTensorShapes sh(c);
   size_t bytes = 0;
   auto mat = [&](const std::string& name, const std::vector<uint64_t>& ne) {
-    const WeightView v = view_matrix(f.require_tensor(name, ne), w);
+    const WeightView v = view_matrix(f.require_tensor(name, ne));
     bytes += v.bytes();
     return v;
   };

@@ -1,8 +1,8 @@
-// CpuBackend: the llama forward on the CPU, with the weights kept in their file type. F32, F16
-// and BF16 matrices are typed views into the GGUF mapping (nothing is expanded at load; the
-// pages are read by the kernels and shared with the page cache); types the kernels do not read
-// in place yet (Q8_0) are converted to f32 at load. The reference forward: the CUDA backend and
-// every CUDA op are checked against it.
+// CpuBackend: the llama forward on the CPU, with the weights kept in their file type. Matrices of
+// every type (F32, F16, BF16 and the block types Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) are typed views
+// into the GGUF mapping (nothing is expanded at load; the pages are read by the kernels and
+// shared with the page cache), so the weight bytes held equal the file's tensor bytes. The
+// reference forward: the CUDA backend and every CUDA op are checked against it.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +22,7 @@ struct WeightView {
   const void* data = nullptr;
   DType type = DType::f32;
   int n_out = 0, n_in = 0;
-  size_t bytes() const { return static_cast<size_t>(n_out) * static_cast<size_t>(n_in) * dtype_size(type); }
+  size_t bytes() const { return static_cast<size_t>(n_out) * static_cast<size_t>(dtype_row_bytes(type, static_cast<uint64_t>(n_in))); }
 };
 
 class CpuBackend final : public Backend {

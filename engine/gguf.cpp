@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kernels/cpu/quant.h"
+
 namespace specchat {
 
 static_assert(std::endian::native == std::endian::little,
@@ -32,15 +34,13 @@ constexpr uint64_t kMaxArrayElements = uint64_t(1) << 24; // each element is a ~
 constexpr int kMaxArrayDepth = 8;                         // nested arrays: bounded recursion
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;               // key length, value type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;   // name length, n_dims, type, offset
-constexpr uint64_t kQ8Block = 32;                         // elements per q8_0 block
-constexpr uint64_t kQ8BlockBytes = 2 + 32;                // f16 scale + 32 int8
 
 bool known_value_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::f64); }
 
 }  // namespace
 
-bool gguf_loads_type(DType t) {
-  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::q8_0;
+bool gguf_loads_type(DType) {
+  return true;  // every type of the vocabulary has CPU kernels (kernels/cpu/linear.h, quant.h)
 }
 
 namespace {
@@ -610,23 +610,15 @@ void dequantize_to_f32(GgmlType type, const uint8_t* src, float* dst, uint64_t n
         dst[i] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
       }
       return;
-    case GgmlType::q8_0: {
-      if (n % kQ8Block != 0) {
-        throw GgufError(GgufErrorKind::absurd_value,
-                        "dequantize_to_f32: q8_0 needs a multiple of 32 elements, got " +
-                            std::to_string(n));
+    case GgmlType::q8_0: case GgmlType::q4_0: case GgmlType::q4_k: case GgmlType::q5_k: case GgmlType::q6_k:
+      if (n % static_cast<uint64_t>(dtype_block_size(type)) != 0) {
+        throw GgufError(GgufErrorKind::absurd_value, std::string("dequantize_to_f32: ") + dtype_name(type) +
+                                                         " needs a multiple of " +
+                                                         std::to_string(dtype_block_size(type)) + " elements, got " +
+                                                         std::to_string(n));
       }
-      for (uint64_t b = 0; b < n / kQ8Block; ++b) {
-        const uint8_t* block = src + b * kQ8BlockBytes;
-        uint16_t d16;
-        std::memcpy(&d16, block, 2);
-        const float d = f16_to_f32(d16);
-        const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
-        float* out = dst + b * kQ8Block;
-        for (uint64_t j = 0; j < kQ8Block; ++j) out[j] = d * static_cast<float>(qs[j]);
-      }
+      cpu::dequantize_row_ref(type, src, dst, static_cast<int64_t>(n));
       return;
-    }
     default:
       break;
   }

@@ -58,9 +58,10 @@ using GgmlType = DType;
 // ggml's name of a type ("f32", "q8_0", ...).
 const char* ggml_type_name(GgmlType type);
 
-// True when this reader loads tensors of type t: f32, f16, bf16 and q8_0 (the types
-// dequantize_to_f32 converts). Files with other types (q4_0, k-quants, ids this vocabulary does
-// not describe) are refused with unknown_type until their kernels exist.
+// True when this reader loads tensors of type t: every type of the DType vocabulary (f32, f16,
+// bf16, q8_0, q4_0, q4_K, q5_K, q6_K), each of which the CPU kernels read in place. ggml type
+// ids outside the vocabulary (q4_1, q2_K, i-quants, ...) are refused with unknown_type, naming
+// the id.
 bool gguf_loads_type(DType t);
 
 // One metadata value. Integers of every width are widened to int64/uint64 on read;
@@ -143,8 +144,8 @@ class GgufFile {
   std::map<std::string, size_t> tensor_index_;
 };
 
-// Converts `n` elements of a tensor of type `type` at `src` to f32 in `dst`.
-// Throws GgufError(unknown_type) for types it cannot convert.
+// Converts `n` elements of a tensor of type `type` at `src` to f32 in `dst` (block types through
+// cpu::dequantize_row_ref). Throws GgufError(absurd_value) when n is not whole blocks.
 void dequantize_to_f32(GgmlType type, const uint8_t* src, float* dst, uint64_t n);
 
 }  // namespace specchat

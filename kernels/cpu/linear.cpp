@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/dequant_simd.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
 
 namespace specchat::cpu {
 
@@ -21,10 +23,19 @@ namespace {
 
 constexpr int kRows = 4;    // weight rows per block
 constexpr int kChunk = 1024;  // columns per block: 4 × 1024 f32 = 16 KiB of tile, stays in L1
+static_assert(kChunk % 256 == 0, "a chunk holds whole blocks of every block type");
+
+// The bytes of block-type weights from element `off` (a multiple of the block size: rows are
+// whole blocks and chunks start at multiples of kChunk).
+const void* block_at(const void* w, DType t, int64_t off) {
+  return static_cast<const uint8_t*>(w) + off / dtype_block_size(t) * static_cast<int64_t>(dtype_block_bytes(t));
+}
 
 // Portable widening of n weights starting at element `off` of a row.
 void widen_generic(const void* w, DType t, int64_t off, float* dst, int n) {
-  if (t == DType::f32) {
+  if (dtype_is_block(t)) {
+    dequantize_row_ref(t, block_at(w, t, off), dst, n);
+  } else if (t == DType::f32) {
     std::memcpy(dst, static_cast<const float*>(w) + off, sizeof(float) * static_cast<size_t>(n));
   } else {
     convert_to_f32(static_cast<const uint16_t*>(w) + off, t, dst, n);
@@ -68,6 +79,10 @@ SPECCHAT_AVX2 inline float hsum(__m256 v) {
 }
 
 SPECCHAT_AVX2 void widen_avx2(const void* w, DType t, int64_t off, float* dst, int n) {
+  if (dtype_is_block(t)) {
+    dequantize_row_avx2(t, block_at(w, t, off), dst, n);
+    return;
+  }
   if (t == DType::f32) {
     std::memcpy(dst, static_cast<const float*>(w) + off, sizeof(float) * static_cast<size_t>(n));
     return;
@@ -165,6 +180,10 @@ SPECCHAT_AVX2 void block_avx2(const float* x, const void* w, DType t, float* y, 
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 SPECCHAT_AVX512 void widen_avx512(const void* w, DType t, int64_t off, float* dst, int n) {
+  if (dtype_is_block(t)) {  // the 8-lane dequantizer: the tile, not the dequantization, is the hot loop
+    dequantize_row_avx2(t, block_at(w, t, off), dst, n);
+    return;
+  }
   if (t == DType::f32) {
     std::memcpy(dst, static_cast<const float*>(w) + off, sizeof(float) * static_cast<size_t>(n));
     return;
@@ -326,9 +345,7 @@ bool linear_isa_supported(LinearIsa isa) {
 
 void linear_with_isa(LinearIsa isa, const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in,
                      int n_out) {
-  if (w_type == DType::f32 || dtype_is_block(w_type)) {
-    throw std::invalid_argument("linear_with_isa: 16-bit weights only");
-  }
+  if (w_type == DType::f32) throw std::invalid_argument("linear_with_isa: 16-bit or block weights only");
   if (!linear_isa_supported(isa)) throw std::invalid_argument("linear_with_isa: this CPU lacks that variant");
   for (int j0 = 0; j0 < n_out; j0 += kRows) {
     const int nr = std::min(kRows, n_out - j0);
@@ -360,9 +377,9 @@ void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens,
 
 void linear_multi(std::span<const LinearJob> jobs, ThreadPool* pool) {
   for (const LinearJob& jb : jobs) {
-    if (dtype_is_block(jb.w_type)) {
-      throw std::invalid_argument(std::string("linear: ") + dtype_name(jb.w_type) +
-                                  " weights have no kernel yet (f32, f16, bf16)");
+    if (dtype_is_block(jb.w_type) && jb.n_in % dtype_block_size(jb.w_type) != 0) {
+      throw std::invalid_argument(std::string("linear: rows of ") + std::to_string(jb.n_in) + " " +
+                                  dtype_name(jb.w_type) + " weights are not whole blocks");
     }
   }
   // F32 weights take cpu::matmul (its own kernel or OpenBLAS), one job at a time.

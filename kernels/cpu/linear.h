@@ -9,25 +9,31 @@
 
 namespace specchat::cpu {
 
-// y[n_tokens, n_out] = x[n_tokens, n_in] · Wᵀ with W [n_out, n_in] row-major in `w_type`
-// (f32, f16 or bf16), x and y f32. Nothing is rounded: 16-bit weights are widened exactly to
-// f32 and products are summed in f32.
+// y[n_tokens, n_out] = x[n_tokens, n_in] · Wᵀ with W [n_out, n_in] row-major in `w_type`:
+// f16, bf16 or one of ggml's block types (q8_0, q4_0, q4_K, q5_K, q6_K; n_in a multiple of the
+// block size, else std::invalid_argument); x and y f32.
 //
-// Layout of the work: W is cut into blocks of 4 rows × 256 columns; each block is widened once
-// (into an L1 tile) and used for every row of x, two rows of x at a time (register tiling:
-// 8 accumulators, 4 weight vectors and 2 input vectors per step). So a verification batch of
-// k rows reads the weights from memory once, not k times. Blocks of rows are split over the
-// thread pool (serially when `pool` is null).
+// Activations are never rounded: 16-bit weights are widened exactly to f32, block weights are
+// dequantized to f32 exactly as dequantize_row_ref (quant.h) does, and products are summed in
+// f32. So every type meets the strict conformance tier (1e-3 normalized against an f64 forward
+// on the dequantized weights), unlike engines that round activations to 8 bits (llama.cpp's
+// Q8_0/Q8_K activation blocks, 1.3-2.2% normalized error).
+//
+// Layout of the work (fused dequantize-and-dot): W is cut into blocks of 4 rows × 1024 columns;
+// each block is dequantized / widened once into an L1 tile (SIMD: dequant_simd.h) and used for
+// every row of x (register tiling: 4 weight rows × 2 (AVX2) or 4 (AVX-512) rows of x per step).
+// So a verification batch of k rows reads each weight block from memory once, not k times.
+// Blocks of rows are split over the thread pool (serially when `pool` is null).
 //
 // Batch invariance (the speculative identity tests rely on it): y[t, j] is computed by the same
 // sequence of operations whatever n_tokens is and whichever other rows x holds, so a row's
 // result does not depend on what it is batched with.
 //
-// Block (quantized) weight types throw std::invalid_argument until their kernels exist.
 // f32 weights go to cpu::matmul (ops.h: its own kernel up to 32 rows, OpenBLAS beyond).
 // SIMD, chosen once per process from the CPU's features: AVX-512 (16 lanes, 4 rows of x ×
 // 4 weight rows per step), else AVX2 + FMA + F16C (8 lanes, 2 × 4), else a portable loop. The
-// result differs between these paths in the last bits (summation order), never within a process.
+// result differs between these paths in the last bits (summation order), never within a process;
+// the dequantized weights themselves are bit-identical on every path.
 void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out,
             ThreadPool* pool = nullptr);
 
@@ -44,7 +50,8 @@ struct LinearJob {
 // up), so a forward synchronises the pool fewer times. Each output is what linear() gives.
 void linear_multi(std::span<const LinearJob> jobs, ThreadPool* pool = nullptr);
 
-// Scalar twin and test oracle: widens W exactly and sums each dot product in double.
+// Scalar twin and test oracle: widens W exactly (block types: dequantize_row_ref) and sums each
+// dot product in double.
 void linear_ref(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out);
 
 // The instruction set linear() dispatches to on this CPU: "avx512f", "avx2+fma+f16c" or "generic".
@@ -54,8 +61,8 @@ const char* linear_isa();
 // always takes the widest supported one).
 enum class LinearIsa { generic, avx2, avx512 };
 bool linear_isa_supported(LinearIsa isa);
-// linear() with a chosen variant, serially (16-bit weights only; std::invalid_argument for f32
-// or block weights, or a variant this CPU lacks).
+// linear() with a chosen variant, serially (16-bit or block weights; std::invalid_argument for
+// f32 weights, or a variant this CPU lacks).
 void linear_with_isa(LinearIsa isa, const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in,
                      int n_out);
 

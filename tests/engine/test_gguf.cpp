@@ -533,13 +533,28 @@ TEST_CASE("gguf: unknown metadata and tensor types", "[unit]") {
   GgufBuilder arr = small_builder();
   arr.append_raw("weird_array", 9, std::move(payload));
   CHECK(parse(arr.build()).kind == "unknown_type");
-  for (uint32_t t : {2u, 3u, 12u, 29u, 99u}) {
+  // q4_1, q5_0 and ids ggml never had: refused, naming the tensor.
+  for (uint32_t t : {3u, 6u, 29u, 99u}) {
     GgufBuilder b = small_builder();
     b.add_tensor_raw("q", {32}, t, std::vector<uint8_t>(64));
     const Outcome o = parse(b.build());
     CHECK(o.kind == "unknown_type");
     CHECK(contains(o.message, "'q'"));
   }
+  // Every block type of the vocabulary loads (q4_0: 32 values in 18 bytes; q4_K: 256 in 144) ...
+  GgufBuilder q4 = small_builder();
+  q4.add_tensor_raw("q", {32}, 2, std::vector<uint8_t>(18)).add_tensor_raw("k", {256, 2}, 12, std::vector<uint8_t>(288));
+  const GgufFile f = GgufFile::from_bytes(q4.build(), kLabel);
+  CHECK(f.require_tensor("q").type == DType::q4_0);
+  CHECK(f.require_tensor("q").n_bytes == 18);
+  CHECK(f.require_tensor("k").type == DType::q4_k);
+  CHECK(f.require_tensor("k").n_bytes == 288);
+  // ... but a row that is not whole super-blocks is refused.
+  GgufBuilder bad = small_builder();
+  bad.add_tensor_raw("k", {32}, 12, std::vector<uint8_t>(144));
+  const Outcome o = parse(bad.build());
+  CHECK(o.kind == "absurd_value");
+  CHECK(contains(o.message, "256"));
 }
 
 TEST_CASE("gguf: f16 and bf16 dequantization of known bit patterns", "[unit]") {
@@ -606,8 +621,17 @@ TEST_CASE("gguf: f32 and q8_0 dequantization", "[unit]") {
   }
   CHECK(outcome_of([&] { dequantize_to_f32(GgmlType::q8_0, blocks.data(), q.data(), 33); }).kind ==
         "absurd_value");
-  CHECK(outcome_of([&] { dequantize_to_f32(DType::q4_0, blocks.data(), q.data(), 32); })
-            .kind == "unknown_type");
+  // A hand-made q4_0 block: d = 0.5, byte i = i | (15 − i) << 4 -> x[i] = 0.5 (i − 8),
+  // x[i + 16] = 0.5 (7 − i).
+  std::vector<uint8_t> q4;
+  GgufBuilder::push_u16(q4, 0x3800);
+  for (int i = 0; i < 16; ++i) q4.push_back(static_cast<uint8_t>(i | ((15 - i) << 4)));
+  dequantize_to_f32(DType::q4_0, q4.data(), q.data(), 32);
+  for (int i = 0; i < 16; ++i) {
+    CHECK(q[i] == 0.5f * static_cast<float>(i - 8));
+    CHECK(q[i + 16] == 0.5f * static_cast<float>(7 - i));
+  }
+  CHECK(outcome_of([&] { dequantize_to_f32(DType::q6_k, blocks.data(), q.data(), 32); }).kind == "absurd_value");
 
   // Writer quantization, seeded, 96 values (3 blocks): |x - x'| <= d/2 from rounding q, plus the
   // f16 rounding of d (relative 2^-11, times |q| <= 127) -> bound 0.57 * d per block.

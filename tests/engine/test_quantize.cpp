@@ -1,0 +1,221 @@
+// specchat-quantize's engine part (engine/quantize.h, engine/gguf_write.h): the per-tensor type
+// rules of each preset, round trips of every type within its quantization error, refusals, and
+// the bundled pair quantized to Q8_0 decoding speculatively exactly as baseline.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "engine/generator.h"
+#include "engine/gguf.h"
+#include "engine/gguf_write.h"
+#include "engine/model_pair.h"
+#include "engine/quantize.h"
+#include "gguf_writer.h"
+#include "test_paths.h"
+
+using namespace specchat;
+using specchat::test::GgufBuilder;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A directory for one test's files, removed at the end of the test.
+struct ScratchDir {
+  fs::path p;
+  explicit ScratchDir(const std::string& name)
+      : p(fs::temp_directory_path() / ("specchat-quantize-" + std::to_string(getpid()) + "-" + name)) {
+    fs::remove_all(p);
+    fs::create_directories(p);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(p, ec);
+  }
+  std::string file(const std::string& n) const { return (p / n).string(); }
+};
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  REQUIRE(f.good());
+}
+
+std::vector<float> gaussian(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(g);
+  return v;
+}
+
+std::vector<float> dequantized(const GgufTensorInfo& t) {
+  std::vector<float> v(t.n_elements());
+  dequantize_to_f32(t.type, t.data, v.data(), v.size());
+  return v;
+}
+
+double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
+  double se = 0, s = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    se += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    s += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(se / s);
+}
+
+}  // namespace
+
+TEST_CASE("quantize presets: names, file types and which tensor gets which type", "[unit][quantize]") {
+  CHECK(parse_quant_preset("q4_k_m") == QuantPreset::q4_k_m);
+  CHECK(parse_quant_preset("Q8_0") == QuantPreset::q8_0);
+  CHECK_FALSE(parse_quant_preset("Q3_K").has_value());
+  CHECK(quant_preset_file_type(QuantPreset::q4_k_m) == 15);
+  CHECK(quant_preset_file_type(QuantPreset::q8_0) == 7);
+  const std::vector<uint64_t> m = {256, 512}, v1 = {256};
+  const DType f16 = DType::f16;
+  // The Q4_K_M mix of the shared cases' 2-layer files: output, blk.1.attn_v, blk.1.ffn_down Q6_K.
+  CHECK(quant_tensor_type(QuantPreset::q4_k_m, "output.weight", m, f16, 2) == DType::q6_k);
+  CHECK(quant_tensor_type(QuantPreset::q4_k_m, "token_embd.weight", m, f16, 2) == DType::q4_k);
+  CHECK(quant_tensor_type(QuantPreset::q4_k_m, "blk.0.attn_v.weight", m, f16, 2) == DType::q4_k);
+  CHECK(quant_tensor_type(QuantPreset::q4_k_m, "blk.1.attn_v.weight", m, f16, 2) == DType::q6_k);
+  CHECK(quant_tensor_type(QuantPreset::q4_k_m, "blk.1.ffn_down.weight", m, f16, 2) == DType::q6_k);
+  CHECK(quant_tensor_type(QuantPreset::q4_k_m, "blk.1.ffn_up.weight", m, f16, 2) == DType::q4_k);
+  CHECK(quant_tensor_type(QuantPreset::q4_k_m, "blk.1.attn_norm.weight", v1, DType::f32, 2) == DType::f32);
+  // 16 layers: use_more_bits picks 0, 1, 4, 7, 10, 13, 14, 15.
+  std::vector<int> more;
+  for (int i = 0; i < 16; ++i) {
+    if (quant_tensor_type(QuantPreset::q5_k_m, "blk." + std::to_string(i) + ".ffn_down.weight", m, f16, 16) == DType::q6_k) {
+      more.push_back(i);
+    }
+  }
+  CHECK(more == std::vector<int>{0, 1, 4, 7, 10, 13, 14, 15});
+  CHECK(quant_tensor_type(QuantPreset::q5_k_m, "blk.2.ffn_down.weight", m, f16, 16) == DType::q5_k);
+  // Single types apply to every matrix; rows that are not whole blocks fall back.
+  CHECK(quant_tensor_type(QuantPreset::q4_0, "output.weight", m, f16, 2) == DType::q4_0);
+  CHECK(quant_tensor_type(QuantPreset::q6_k, "output.weight", m, f16, 2) == DType::q6_k);
+  CHECK(quant_tensor_type(QuantPreset::q4_k, "blk.0.attn_q.weight", {320, 320}, f16, 2) == DType::q8_0);
+  CHECK(quant_tensor_type(QuantPreset::q8_0, "blk.0.attn_q.weight", {40, 8}, f16, 2) == DType::f16);
+}
+
+TEST_CASE("quantize: every preset round-trips within its type's quantization error", "[unit][quantize]") {
+  ScratchDir dir("roundtrip");
+  const std::vector<float> a = gaussian(512 * 6, 1), b = gaussian(96 * 3, 2), norm = gaussian(512, 3);
+  GgufBuilder g;
+  g.set_string("general.architecture", "llama").set_string("general.name", "round trip");
+  g.add_tensor_f32("token_embd.weight", {512, 6}, a)
+      .add_tensor_f32("blk.0.attn_norm.weight", {512}, norm)
+      .add_tensor_f16("blk.0.ffn_down.weight", {96, 3}, b);
+  const std::string in = dir.file("in.gguf");
+  write_bytes(in, g.build());
+  const GgufFile src = GgufFile::open(in);
+  const std::vector<float> b16 = dequantized(src.require_tensor("blk.0.ffn_down.weight"));
+  // Relative RMS bounds as in tests/kernels/cpu/test_quant.cpp (measured there with 20% margin).
+  const std::map<DType, double> bound = {{DType::q8_0, 0.006}, {DType::q4_0, 0.1}, {DType::q4_k, 0.085},
+                                         {DType::q5_k, 0.043}, {DType::q6_k, 0.021}};
+  for (QuantPreset p : {QuantPreset::q8_0, QuantPreset::q4_0, QuantPreset::q4_k, QuantPreset::q5_k, QuantPreset::q6_k,
+                        QuantPreset::q4_k_m, QuantPreset::q5_k_m}) {
+    const std::string out = dir.file(std::string(quant_preset_name(p)) + ".gguf");
+    const QuantizeSummary s = quantize_gguf(in, out, p, 2);
+    const GgufFile f = GgufFile::open(out);
+    INFO(quant_preset_name(p));
+    CHECK(f.get_string("general.name") == "round trip");
+    CHECK(f.get_u32("general.file_type") == quant_preset_file_type(p));
+    CHECK(f.get_u32("general.quantization_version") == 2);
+    uint64_t bytes = 0;
+    for (const GgufTensorInfo& t : f.tensors()) bytes += t.n_bytes;
+    CHECK(bytes == s.out_bytes);
+    CHECK(s.out_bytes < s.in_bytes);
+    const GgufTensorInfo& e = f.require_tensor("token_embd.weight");
+    CHECK(e.type == quant_tensor_type(p, e.name, e.ne, DType::f32, 1));
+    CHECK(dtype_is_block(e.type));
+    CHECK(rel_rms(dequantized(e), a) <= bound.at(e.type));
+    CHECK(rel_rms(dequantized(e), a) > 0);
+    // The norm is copied bit for bit; the 96-wide matrix is whole q8_0/q4_0 blocks only.
+    const GgufTensorInfo& n = f.require_tensor("blk.0.attn_norm.weight");
+    CHECK(n.type == DType::f32);
+    CHECK(dequantized(n) == norm);
+    const GgufTensorInfo& d = f.require_tensor("blk.0.ffn_down.weight");
+    CHECK(d.type == (p == QuantPreset::q4_0 ? DType::q4_0 : DType::q8_0));
+    CHECK(rel_rms(dequantized(d), b16) <= bound.at(d.type));
+  }
+}
+
+TEST_CASE("quantize: bad inputs are refused with a message and leave no output", "[unit][quantize]") {
+  ScratchDir dir("refusals");
+  GgufBuilder g;
+  g.set_string("general.architecture", "llama");
+  g.add_tensor_q8_0("blk.0.attn_q.weight", {32, 2}, gaussian(64, 4));
+  const std::string q8 = dir.file("q8.gguf"), out = dir.file("out.gguf");
+  write_bytes(q8, g.build());
+  try {
+    quantize_gguf(q8, out, QuantPreset::q4_0);
+    FAIL("a q8_0 input was requantized");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("already q8_0") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(out));
+  CHECK_THROWS_AS(quantize_gguf(dir.file("missing.gguf"), out, QuantPreset::q8_0), GgufError);
+  CHECK_THROWS_AS(quantize_gguf(q8, q8, QuantPreset::q8_0), std::invalid_argument);
+  // Non-finite weights.
+  std::vector<float> w = gaussian(64, 5);
+  w[7] = INFINITY;
+  GgufBuilder h;
+  h.add_tensor_f32("blk.0.attn_q.weight", {32, 2}, w);
+  const std::string bad = dir.file("inf.gguf");
+  write_bytes(bad, h.build());
+  CHECK_THROWS_AS(quantize_gguf(bad, out, QuantPreset::q8_0), std::invalid_argument);
+  CHECK_FALSE(fs::exists(out));
+  // An unwritable output.
+  GgufBuilder ok;
+  ok.add_tensor_f32("blk.0.attn_q.weight", {32, 2}, gaussian(64, 6));
+  const std::string good = dir.file("ok.gguf");
+  write_bytes(good, ok.build());
+  CHECK_THROWS_AS(quantize_gguf(good, dir.file("no/such/dir/out.gguf"), QuantPreset::q8_0), GgufError);
+}
+
+TEST_CASE("the bundled pair quantized to Q8_0: speculative greedy output equals baseline token for token", "[model][quantize][speculative]") {
+  ScratchDir dir("pair");
+  const std::string t8 = dir.file("target-q8_0.gguf"), d8 = dir.file("draft-q8_0.gguf");
+  quantize_gguf(test::target_model(), t8, QuantPreset::q8_0, 2);
+  quantize_gguf(test::draft_model(), d8, QuantPreset::q8_0, 2);
+  PairOptions o;
+  o.target_path = t8;
+  o.draft_path = d8;
+  ModelPair mp = ModelPair::load(o);
+  // Weights held in the file's types: the bytes equal the file's tensor bytes, about half the F16.
+  const GgufFile f = GgufFile::open(t8);
+  uint64_t file_bytes = 0, n_q8 = 0;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    file_bytes += t.n_bytes;
+    n_q8 += t.type == DType::q8_0;
+  }
+  CHECK(mp.target->weight_bytes() == file_bytes);
+  CHECK(n_q8 >= 7);  // every matrix of the target (rows of 320 and 864 values: whole q8_0 blocks)
+  const std::vector<std::string> prompts = {"Once upon a time, there was a little", "The cat sat on the",
+                                            "Tom had 3 apples and bought 5 more. How many"};
+  int accepted = 0;
+  for (const std::string& text : prompts) {
+    const std::vector<int32_t> prompt = mp.encode_prompt(text);
+    auto run = [&](int k) {
+      Generator g(*mp.target, mp.draft.get());
+      GenerateRequest r;
+      r.prompt = prompt;
+      r.max_tokens = 40;
+      r.spec.draft_k = k;
+      return g.generate(r);
+    };
+    const GenerationResult base = run(0);
+    for (int k : {1, 4}) {
+      const GenerationResult spec = run(k);
+      INFO("prompt '" << text << "' k " << k);
+      REQUIRE(spec.tokens == base.tokens);
+      accepted += spec.stats.n_accepted;
+    }
+  }
+  CHECK(accepted > 0);  // the quantized draft still agrees with the quantized target
+}
