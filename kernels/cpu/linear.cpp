@@ -2,6 +2,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <cpuid.h>
 #endif
 
 #include <algorithm>
@@ -176,8 +177,10 @@ SPECCHAT_AVX2 void block_avx2(const float* x, const void* w, DType t, float* y, 
 #define SPECCHAT_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 // GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized on its `__m512 __Y = __Y;` idiom
 // (GCC bug 105593, fixed in GCC 13): silenced for the AVX-512 functions only.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 SPECCHAT_AVX512 void widen_avx512(const void* w, DType t, int64_t off, float* dst, int n) {
   if (dtype_is_block(t)) {  // the 8-lane dequantizer: the tile, not the dequantization, is the hot loop
@@ -288,17 +291,23 @@ SPECCHAT_AVX512 void block_avx512(const float* x, const void* w, DType t, float*
   }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
+
+// F16C through cpuid (leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
+bool have_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0;
+}
 
 bool have_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && have_f16c();
   return ok;
 }
 
 bool have_avx2() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && have_f16c();
   return ok;
 }
 #else

@@ -1,0 +1,124 @@
+// Writes the fuzzer's seed corpus (fuzz/corpus/): small valid GGUF files that reach deep into
+// the loader (a complete tiny llama model with a SentencePiece vocabulary, in F32, F16 and Q8_0;
+// a vocabulary-only file; a file with every metadata value type). The corpus is committed;
+// rerun this after a loader change that new seeds should cover:
+//   build-fuzz/fuzz/fuzz_make_seeds fuzz/corpus
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/engine/gguf_writer.h"
+
+namespace {
+
+using specchat::test::GgufBuilder;
+
+// <unk> <s> </s>, 256 byte pieces, then a few words: 270 pieces.
+void add_vocab(GgufBuilder& b) {
+  std::vector<std::string> pieces{"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types{2, 3, 3};
+  char buf[8];
+  for (int i = 0; i < 256; ++i) {
+    std::snprintf(buf, sizeof buf, "<0x%02X>", i);
+    pieces.push_back(buf);
+    types.push_back(6);
+  }
+  for (const char* w : {"\xE2\x96\x81", "\xE2\x96\x81" "O", "nce", "\xE2\x96\x81" "up", "on", "\xE2\x96\x81" "a",
+                        "\xE2\x96\x81" "time", "<|end|>", "t", "i", "m"}) {
+    pieces.push_back(w);
+    types.push_back(std::string(w) == "<|end|>" ? 3 : 1);
+  }
+  std::vector<float> scores(pieces.size());
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
+  b.set_string("tokenizer.ggml.model", "llama")
+      .set_string_array("tokenizer.ggml.tokens", pieces)
+      .set_f32_array("tokenizer.ggml.scores", scores)
+      .set_i32_array("tokenizer.ggml.token_type", types)
+      .set_u32("tokenizer.ggml.bos_token_id", 1)
+      .set_u32("tokenizer.ggml.eos_token_id", 2)
+      .set_u32("tokenizer.ggml.unknown_token_id", 0)
+      .set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(pieces.size() - 4))
+      .set_bool("tokenizer.ggml.add_bos_token", true)
+      .set_string("tokenizer.chat_template", "specchat");
+}
+
+enum class Kind { f32, f16, q8_0 };
+
+std::vector<float> values(size_t n, std::mt19937& gen, float mean) {
+  std::normal_distribution<float> d(mean, 0.05f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+GgufBuilder tiny_llama(Kind kind) {
+  const uint64_t d = 16, ff = 32, nv = 270, nl = 1, hd = 8, nh = 2, nkv = 1;
+  GgufBuilder b;
+  b.set_string("general.architecture", "llama")
+      .set_u32("llama.context_length", 64)
+      .set_u32("llama.embedding_length", d)
+      .set_u32("llama.block_count", nl)
+      .set_u32("llama.feed_forward_length", ff)
+      .set_u32("llama.attention.head_count", nh)
+      .set_u32("llama.attention.head_count_kv", nkv)
+      .set_u32("llama.rope.dimension_count", hd)
+      .set_f32("llama.rope.freq_base", 10000.0f)
+      .set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f)
+      .set_u32("llama.vocab_size", nv);
+  add_vocab(b);
+  std::mt19937 gen(7);
+  auto mat = [&](const std::string& name, uint64_t n_in, uint64_t n_out) {
+    const std::vector<float> v = values(n_in * n_out, gen, 0.0f);
+    if (kind == Kind::f32) b.add_tensor_f32(name, {n_in, n_out}, v);
+    else if (kind == Kind::f16) b.add_tensor_f16(name, {n_in, n_out}, v);
+    else b.add_tensor_q8_0(name, {n_in, n_out}, v);
+  };
+  auto norm = [&](const std::string& name) { b.add_tensor_f32(name, {d}, values(d, gen, 1.0f)); };
+  mat("token_embd.weight", d, nv);
+  norm("output_norm.weight");
+  mat("output.weight", d, nv);
+  for (uint64_t l = 0; l < nl; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    norm(p + "attn_norm.weight");
+    mat(p + "attn_q.weight", d, nh * hd);
+    mat(p + "attn_k.weight", d, nkv * hd);
+    mat(p + "attn_v.weight", d, nkv * hd);
+    mat(p + "attn_output.weight", nh * hd, d);
+    norm(p + "ffn_norm.weight");
+    mat(p + "ffn_gate.weight", d, ff);
+    mat(p + "ffn_up.weight", d, ff);
+    mat(p + "ffn_down.weight", ff, d);
+  }
+  return b;
+}
+
+GgufBuilder every_value_type() {
+  GgufBuilder b;
+  b.set_u8("t.u8", 1).set_i8("t.i8", -1).set_u16("t.u16", 2).set_i16("t.i16", -2)
+      .set_u32("t.u32", 3).set_i32("t.i32", -3).set_u64("t.u64", 4).set_i64("t.i64", -4)
+      .set_f32("t.f32", 0.5f).set_f64("t.f64", 0.25).set_bool("t.bool", true)
+      .set_string("t.str", "x").set_string_array("t.arr", {"a", "b"})
+      .set_f32_array("t.farr", {1.0f, 2.0f}).set_i32_array("t.iarr", {1, 2});
+  b.add_tensor_f32("t.tensor", {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  tiny_llama(Kind::f32).write_file(dir + "/llama-f32.gguf");
+  tiny_llama(Kind::f16).write_file(dir + "/llama-f16.gguf");
+  tiny_llama(Kind::q8_0).write_file(dir + "/llama-q8_0.gguf");
+  GgufBuilder vocab_only;
+  vocab_only.set_string("general.architecture", "llama");
+  add_vocab(vocab_only);
+  vocab_only.write_file(dir + "/vocab-only.gguf");
+  every_value_type().write_file(dir + "/value-types.gguf");
+  return 0;
+}
