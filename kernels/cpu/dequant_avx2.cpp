@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant.h"
 
 #if defined(__x86_64__)
@@ -113,9 +114,7 @@ SPECCHAT_DQ void deq_q6k(const BlockQ6K* b, float* y) {
 }  // namespace
 
 bool dequant_avx2_supported() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
-  return ok;
+  return cpu_has_avx2_fma_f16c();
 }
 
 SPECCHAT_DQ void dequantize_row_avx2(DType t, const void* src, float* dst, int64_t n) {

@@ -2,7 +2,6 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#include <cpuid.h>
 #endif
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequant_simd.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -295,21 +295,9 @@ SPECCHAT_AVX512 void block_avx512(const float* x, const void* w, DType t, float*
 #pragma GCC diagnostic pop
 #endif
 
-// F16C through cpuid (leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
-bool have_f16c() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0;
-}
+bool have_avx512() { return cpu_has_avx512_fma_f16c(); }
 
-bool have_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && have_f16c();
-  return ok;
-}
-
-bool have_avx2() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && have_f16c();
-  return ok;
-}
+bool have_avx2() { return cpu_has_avx2_fma_f16c(); }
 #else
 bool have_avx2() { return false; }
 bool have_avx512() { return false; }
