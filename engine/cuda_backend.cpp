@@ -20,6 +20,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_compact.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/quant.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
 
@@ -58,7 +59,9 @@ struct DeviceTensor {
   DType dtype = DType::f16;     // f32 for norms
   void* p = nullptr;
   uint64_t n_elements() const { return ne.size() == 1 ? ne[0] : ne[0] * ne[1]; }
-  size_t bytes() const { return static_cast<size_t>(n_elements()) * dtype_size(dtype); }
+  size_t bytes() const {
+    return static_cast<size_t>(dtype_row_bytes(dtype, ne[0]) * (ne.size() == 1 ? 1 : ne[1]));
+  }
 };
 
 struct CudaBackend::Device {
@@ -254,11 +257,11 @@ std::unique_ptr<Device> open_device(const ModelConfig& c, const BackendShape& s,
   return d;
 }
 
-// Uploads one GGUF tensor into its pool region: F16/BF16 bytes as they are; F32/Q8_0 matrices
-// dequantized and rounded to F16 on the host (nearest even); norms as f32.
+// Uploads one GGUF tensor into its pool region: F16/BF16 and block-type bytes as they are; F32
+// matrices rounded to F16 on the host (nearest even); norms as f32.
 void upload(const GgufTensorInfo& src, const DeviceTensor& dst) {
   const uint64_t n = src.n_elements();
-  if ((src.type == GgmlType::f16 && dst.dtype == DType::f16) ||
+  if ((dtype_is_block(src.type) && dst.dtype == src.type) || (src.type == GgmlType::f16 && dst.dtype == DType::f16) ||
       (src.type == GgmlType::bf16 && dst.dtype == DType::bf16) ||
       (src.type == GgmlType::f32 && dst.dtype == DType::f32)) {
     SPECCHAT_CUDA_CHECK(cudaMemcpy(dst.p, src.data, dst.bytes(), cudaMemcpyHostToDevice));
@@ -350,6 +353,10 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
     const uint8_t* vis0 = reinterpret_cast<const uint8_t*>(ids + 2 * n);
 
     auto mm = [&](const float* x, const DeviceTensor* w, float* y, int rows, int n_in, int n_o) {
+      if (dtype_is_block(w->dtype)) {  // dequantize-and-dot in registers (kernels/cuda/quant.h)
+        cuda::quant_matmul(x, w->p, w->dtype, y, rows, n_in, n_o, st);
+        return;
+      }
       cuda::matmul(*d.blas, x, w->p, w->dtype, y, rows, n_in, n_o, d.mm_scratch, d.mm_scratch_bytes, st);
     };
     // Hidden rows of layer il (or the final norm, from `src` already gathered by out row).
@@ -477,11 +484,12 @@ void CudaBackend::compact(int seq, std::span<const int32_t> src_slots, int dst0)
 
 std::unique_ptr<Backend> make_cuda_backend(const GgufFile& f, const ModelConfig& c, const BackendShape& s) {
   const bool tied = f.tensor("output.weight") == nullptr;
-  // Matrices keep F16/BF16; anything else (F32, Q8_0) becomes F16 (halves memory and reads
-  // per token; the bundled models are F16 already).
+  // Matrices keep F16/BF16 and the block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: read by
+  // cuda::quant_matmul, rows already checked to be whole blocks by the reader); F32 becomes F16
+  // (halves memory and reads per token).
   auto dtype_of = [&](const std::string& name) {
     const GgufTensorInfo* t = f.tensor(name);
-    if (t && t->type == GgmlType::bf16) return DType::bf16;
+    if (t && (t->type == GgmlType::bf16 || dtype_is_block(t->type))) return t->type;
     return DType::f16;
   };
   std::vector<DeviceTensor> list = tensor_list(c, tied, dtype_of);

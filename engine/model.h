@@ -59,7 +59,7 @@ class LlamaModel {
 
   // Loads a GGUF file. CPU: matrices of every type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
   // Q6_K) are read in place from the mapping (kept open by the model).
-  // CUDA: F16/BF16 matrices are uploaded as they are, F32 and block-type ones converted to F16.
+  // CUDA: F16/BF16 and block-type matrices are uploaded as they are, F32 ones converted to F16.
   // Throws GgufError (malformed file, names the file), ModelError (not a llama model; with
   // backend cuda: "no CUDA device: <why>" or out of device memory), VocabError (no usable
   // vocabulary).

@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/quant.h"
 
 #include <stdexcept>
 #include <string>
@@ -41,7 +42,8 @@ void embedding_gather(const void* table, DType dtype, const int32_t* ids, float*
                                                             d_model);
       break;
     default:
-      throw std::invalid_argument(std::string(dtype_name(dtype)) + " is not an element type (kernels read f32/f16/bf16)");
+      embedding_gather_quant(table, dtype, ids, out, n_tokens, d_model, stream);  // block types
+      return;
   }
   SPECCHAT_CUDA_CHECK_LAUNCH();
 }

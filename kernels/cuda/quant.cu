@@ -62,6 +62,17 @@ __global__ void dequantize_kernel(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
+// One block per token; threads stride over the row's values.
+template <DType T>
+__global__ void embedding_quant_kernel(const uint8_t* table, const int32_t* ids, float* out, int d_model) {
+  constexpr int bs = dtype_block_size(T);
+  constexpr int64_t bb = static_cast<int64_t>(dtype_block_bytes(T));
+  const int t = blockIdx.x;
+  const uint8_t* row = table + static_cast<int64_t>(ids[t]) * (d_model / bs) * bb;
+  float* dst = out + static_cast<int64_t>(t) * d_model;
+  for (int i = threadIdx.x; i < d_model; i += blockDim.x) dst[i] = value_at<T>(row + (i / bs) * bb, i % bs);
+}
+
 constexpr int kTok = 8;  // rows of x per pass
 
 // One warp per weight row j; lane l takes values l, l + 32, ... of the row (coalesced reads
@@ -121,6 +132,22 @@ void dequantize(const void* src, DType t, float* dst, int64_t n, cudaStream_t st
     case DType::q4_k: dequantize_kernel<DType::q4_k><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
     case DType::q5_k: dequantize_kernel<DType::q5_k><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
     default: dequantize_kernel<DType::q6_k><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
+  }
+  SPECCHAT_CUDA_CHECK_LAUNCH();
+}
+
+void embedding_gather_quant(const void* table, DType dtype, const int32_t* ids, float* out, int n_tokens, int d_model,
+                            cudaStream_t stream) {
+  check_block(dtype, d_model, "cuda::embedding_gather_quant");
+  if (n_tokens <= 0 || d_model == 0) return;
+  const auto* tb = static_cast<const uint8_t*>(table);
+  const dim3 grid(static_cast<unsigned>(n_tokens));
+  switch (dtype) {
+    case DType::q8_0: embedding_quant_kernel<DType::q8_0><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model); break;
+    case DType::q4_0: embedding_quant_kernel<DType::q4_0><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model); break;
+    case DType::q4_k: embedding_quant_kernel<DType::q4_k><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model); break;
+    case DType::q5_k: embedding_quant_kernel<DType::q5_k><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model); break;
+    default: embedding_quant_kernel<DType::q6_k><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model); break;
   }
   SPECCHAT_CUDA_CHECK_LAUNCH();
 }

@@ -26,4 +26,11 @@ void dequantize(const void* src, DType t, float* dst, int64_t n, cudaStream_t st
 void quant_matmul(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out,
                   cudaStream_t stream);
 
+// out[n_tokens, d_model] (f32, device) = row ids[t] of the block-type table [n_vocab, d_model]
+// (device) dequantized, bit for bit the CPU twin cpu::embedding_gather. ids on the device, each in
+// [0, n_vocab) (checked by the caller). cuda::embedding_gather calls this for block tables.
+// std::invalid_argument for an element type or d_model not whole blocks.
+void embedding_gather_quant(const void* table, DType dtype, const int32_t* ids, float* out, int n_tokens, int d_model,
+                            cudaStream_t stream);
+
 }  // namespace specchat::cuda

@@ -8,8 +8,10 @@
 #include <random>
 
 #include "cuda_test_util.h"
+#include "kernels/cpu/embedding.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cuda/embedding.h"
 #include "kernels/cuda/quant.h"
 
 using specchat::DType;
@@ -81,4 +83,22 @@ TEST_CASE("cuda quant_matmul matches the CPU twin and is batch-invariant", "[cud
   }
   CHECK_THROWS_AS(gpu::quant_matmul(nullptr, nullptr, DType::q4_k, nullptr, 1, 100, 4, nullptr), std::invalid_argument);
   CHECK_THROWS_AS(gpu::quant_matmul(nullptr, nullptr, DType::f16, nullptr, 1, 256, 4, nullptr), std::invalid_argument);
+}
+
+TEST_CASE("cuda embedding gather of block tables equals the CPU twin exactly", "[cuda][quant]") {
+  const int d = 512, n_vocab = 41;
+  const std::vector<int32_t> ids = {40, 0, 7, 7, 23};
+  for (DType t : kTypes) {
+    CAPTURE(specchat::dtype_name(t));
+    const std::vector<uint8_t> table = quantized(t, n_vocab, d, 5);
+    DeviceBuffer<uint8_t> dt(table);
+    DeviceBuffer<int32_t> di(ids);
+    const int nt = static_cast<int>(ids.size());
+    DeviceBuffer<float> dout(static_cast<size_t>(nt) * d);
+    gpu::embedding_gather(dt.get(), t, di.get(), dout.get(), nt, d, nullptr);
+    std::vector<float> want(static_cast<size_t>(nt) * d);
+    cpu::embedding_gather(table.data(), t, ids.data(), want.data(), nt, d);
+    const std::vector<float> got = dout.download();
+    CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+  }
 }
