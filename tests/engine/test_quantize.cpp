@@ -178,44 +178,49 @@ TEST_CASE("quantize: bad inputs are refused with a message and leave no output",
   CHECK_THROWS_AS(quantize_gguf(good, dir.file("no/such/dir/out.gguf"), QuantPreset::q8_0), GgufError);
 }
 
-TEST_CASE("the bundled pair quantized to Q8_0: speculative greedy output equals baseline token for token", "[model][quantize][speculative]") {
-  ScratchDir dir("pair");
-  const std::string t8 = dir.file("target-q8_0.gguf"), d8 = dir.file("draft-q8_0.gguf");
-  quantize_gguf(test::target_model(), t8, QuantPreset::q8_0, 2);
-  quantize_gguf(test::draft_model(), d8, QuantPreset::q8_0, 2);
-  PairOptions o;
-  o.target_path = t8;
-  o.draft_path = d8;
-  ModelPair mp = ModelPair::load(o);
-  // Weights held in the file's types: the bytes equal the file's tensor bytes, about half the F16.
-  const GgufFile f = GgufFile::open(t8);
-  uint64_t file_bytes = 0, n_q8 = 0;
-  for (const GgufTensorInfo& t : f.tensors()) {
-    file_bytes += t.n_bytes;
-    n_q8 += t.type == DType::q8_0;
-  }
-  CHECK(mp.target->weight_bytes() == file_bytes);
-  CHECK(n_q8 >= 7);  // every matrix of the target (rows of 320 and 864 values: whole q8_0 blocks)
-  const std::vector<std::string> prompts = {"Once upon a time, there was a little", "The cat sat on the",
-                                            "Tom had 3 apples and bought 5 more. How many"};
-  int accepted = 0;
-  for (const std::string& text : prompts) {
-    const std::vector<int32_t> prompt = mp.encode_prompt(text);
-    auto run = [&](int k) {
-      Generator g(*mp.target, mp.draft.get());
-      GenerateRequest r;
-      r.prompt = prompt;
-      r.max_tokens = 40;
-      r.spec.draft_k = k;
-      return g.generate(r);
-    };
-    const GenerationResult base = run(0);
-    for (int k : {1, 4}) {
-      const GenerationResult spec = run(k);
-      INFO("prompt '" << text << "' k " << k);
-      REQUIRE(spec.tokens == base.tokens);
-      accepted += spec.stats.n_accepted;
+TEST_CASE("the bundled pair quantized to Q8_0 and Q4_0: speculative greedy output equals baseline token for token", "[model][quantize][speculative]") {
+  // Q8_0 is the quantized pair; Q4_0 also fits the bundled shapes (rows of 128, 320, 384
+  // and 864 values are whole 32-blocks; the k-quants would fall back to Q8_0 on them).
+  for (QuantPreset p : {QuantPreset::q8_0, QuantPreset::q4_0}) {
+    ScratchDir dir(std::string("pair-") + quant_preset_name(p));
+    const std::string tq = dir.file("target.gguf"), dq = dir.file("draft.gguf");
+    quantize_gguf(test::target_model(), tq, p, 2);
+    quantize_gguf(test::draft_model(), dq, p, 2);
+    PairOptions o;
+    o.target_path = tq;
+    o.draft_path = dq;
+    ModelPair mp = ModelPair::load(o);
+    // Weights held in the file's types: the bytes equal the file's tensor bytes.
+    const GgufFile f = GgufFile::open(tq);
+    uint64_t file_bytes = 0, n_block = 0;
+    for (const GgufTensorInfo& t : f.tensors()) {
+      file_bytes += t.n_bytes;
+      n_block += t.type == (p == QuantPreset::q8_0 ? DType::q8_0 : DType::q4_0);
     }
+    INFO(quant_preset_name(p));
+    CHECK(mp.target->weight_bytes() == file_bytes);
+    CHECK(n_block == f.tensors().size() - static_cast<size_t>(2 * mp.target->config().n_layer + 1));  // all but norms
+    const std::vector<std::string> prompts = {"Once upon a time, there was a little", "The cat sat on the",
+                                              "Tom had 3 apples and bought 5 more. How many"};
+    int accepted = 0;
+    for (const std::string& text : prompts) {
+      const std::vector<int32_t> prompt = mp.encode_prompt(text);
+      auto run = [&](int k) {
+        Generator g(*mp.target, mp.draft.get());
+        GenerateRequest r;
+        r.prompt = prompt;
+        r.max_tokens = 40;
+        r.spec.draft_k = k;
+        return g.generate(r);
+      };
+      const GenerationResult base = run(0);
+      for (int k : {1, 4}) {
+        const GenerationResult spec = run(k);
+        INFO("prompt '" << text << "' k " << k);
+        REQUIRE(spec.tokens == base.tokens);
+        accepted += spec.stats.n_accepted;
+      }
+    }
+    CHECK(accepted > 0);  // the quantized draft still agrees with the quantized target
   }
-  CHECK(accepted > 0);  // the quantized draft still agrees with the quantized target
 }
