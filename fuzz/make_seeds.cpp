@@ -1,5 +1,6 @@
 // Writes the fuzzer's seed corpus (fuzz/corpus/): small valid GGUF files that reach deep into
-// the loader (a complete tiny llama model with a SentencePiece vocabulary, in F32, F16 and Q8_0;
+// the loader (a complete tiny llama model with a SentencePiece vocabulary, in F32, F16 and Q8_0,
+// and with random Q4_0, Q4_K, Q5_K and Q6_K blocks;
 // a vocabulary-only file; a file with every metadata value type). The corpus is committed;
 // rerun this after a loader change that new seeds should cover:
 //   build-fuzz/fuzz/fuzz_make_seeds fuzz/corpus
@@ -44,6 +45,61 @@ void add_vocab(GgufBuilder& b) {
 }
 
 enum class Kind { f32, f16, q8_0 };
+
+// A 40-piece vocabulary without byte pieces (SentencePiece falls back to <unk>), small enough
+// that a model with 256-wide rows (the k-quants' block size) stays a small seed.
+void add_small_vocab(GgufBuilder& b, size_t n) {
+  std::vector<std::string> pieces{"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types{2, 3, 3};
+  while (pieces.size() < n) {
+    pieces.push_back("\xE2\x96\x81" + std::string(1, static_cast<char>('a' + pieces.size() % 26)) +
+                     std::to_string(pieces.size()));
+    types.push_back(1);
+  }
+  std::vector<float> scores(pieces.size(), -1.0f);
+  b.set_string("tokenizer.ggml.model", "llama")
+      .set_string_array("tokenizer.ggml.tokens", pieces)
+      .set_f32_array("tokenizer.ggml.scores", scores)
+      .set_i32_array("tokenizer.ggml.token_type", types);
+}
+
+// A tiny llama whose matrices have one block type (ggml ids: q4_0 2, q8_0 8, q4_K 12, q5_K 13,
+// q6_K 14), filled with random bytes (scales may be any f16, inf and nan included: the loader
+// and kernels must take them), 256-wide rows.
+GgufBuilder tiny_llama_blocks(uint32_t ggml_type, uint64_t block_bytes, uint64_t block_size) {
+  const uint64_t d = 256, ff = 256, nv = 40, hd = 64, nh = 4, nkv = 2;
+  GgufBuilder b;
+  b.set_string("general.architecture", "llama")
+      .set_u32("llama.context_length", 32)
+      .set_u32("llama.embedding_length", d)
+      .set_u32("llama.block_count", 1)
+      .set_u32("llama.feed_forward_length", ff)
+      .set_u32("llama.attention.head_count", nh)
+      .set_u32("llama.attention.head_count_kv", nkv)
+      .set_u32("llama.rope.dimension_count", hd)
+      .set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  add_small_vocab(b, nv);
+  std::mt19937 gen(ggml_type);
+  auto mat = [&](const std::string& name, uint64_t n_in, uint64_t n_out) {
+    std::vector<uint8_t> bytes(n_in / block_size * block_bytes * n_out);
+    for (uint8_t& x : bytes) x = static_cast<uint8_t>(gen());
+    b.add_tensor_raw(name, {n_in, n_out}, ggml_type, std::move(bytes));
+  };
+  std::vector<float> ones(d, 1.0f);
+  mat("token_embd.weight", d, nv);
+  b.add_tensor_f32("output_norm.weight", {d}, ones);
+  mat("output.weight", d, nv);
+  b.add_tensor_f32("blk.0.attn_norm.weight", {d}, ones);
+  mat("blk.0.attn_q.weight", d, nh * hd);
+  mat("blk.0.attn_k.weight", d, nkv * hd);
+  mat("blk.0.attn_v.weight", d, nkv * hd);
+  mat("blk.0.attn_output.weight", nh * hd, d);
+  b.add_tensor_f32("blk.0.ffn_norm.weight", {d}, ones);
+  mat("blk.0.ffn_gate.weight", d, ff);
+  mat("blk.0.ffn_up.weight", d, ff);
+  mat("blk.0.ffn_down.weight", ff, d);
+  return b;
+}
 
 std::vector<float> values(size_t n, std::mt19937& gen, float mean) {
   std::normal_distribution<float> d(mean, 0.05f);
@@ -120,5 +176,9 @@ int main(int argc, char** argv) {
   add_vocab(vocab_only);
   vocab_only.write_file(dir + "/vocab-only.gguf");
   every_value_type().write_file(dir + "/value-types.gguf");
+  tiny_llama_blocks(2, 18, 32).write_file(dir + "/llama-q4_0-random.gguf");
+  tiny_llama_blocks(12, 144, 256).write_file(dir + "/llama-q4_k-random.gguf");
+  tiny_llama_blocks(13, 176, 256).write_file(dir + "/llama-q5_k-random.gguf");
+  tiny_llama_blocks(14, 210, 256).write_file(dir + "/llama-q6_k-random.gguf");
   return 0;
 }
