@@ -11,4 +11,5 @@ inline std::string target_model() { return models_dir() + "/specchat-target.gguf
 inline std::string draft_model() { return models_dir() + "/specchat-draft.gguf"; }
 inline std::string test_data(const std::string& name) { return source_dir() + "/tests/data/" + name; }
 inline std::string cli_path() { return SPECCHAT_CLI_PATH; }
+inline std::string quantize_path() { return SPECCHAT_QUANTIZE_PATH; }
 }  // namespace specchat::test

@@ -15,6 +15,7 @@
 #include "engine/gguf_write.h"
 #include "engine/model_pair.h"
 #include "engine/quantize.h"
+#include "cli_runner.h"
 #include "gguf_writer.h"
 #include "test_paths.h"
 
@@ -223,4 +224,37 @@ TEST_CASE("the bundled pair quantized to Q8_0 and Q4_0: speculative greedy outpu
     }
     CHECK(accepted > 0);  // the quantized draft still agrees with the quantized target
   }
+}
+
+TEST_CASE("specchat-quantize: exit status, messages, and specchat-cli --json reporting the file's bytes", "[model][quantize][cli]") {
+  ScratchDir dir("cli");
+  const std::string t = dir.file("t.gguf"), d = dir.file("d.gguf");
+  test::CliResult r = test::run_process(test::quantize_path(), {test::target_model(), t, "q8_0", "--threads", "2"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("q8_0") != std::string::npos);
+  r = test::run_process(test::quantize_path(), {test::draft_model(), d, "Q8_0"});
+  REQUIRE(r.exit_code == 0);
+  // Bad type: status 2, the list of types; a quantized input: status 1, the reason; no output.
+  r = test::run_process(test::quantize_path(), {test::draft_model(), dir.file("x.gguf"), "Q3_K"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("Q4_K_M") != std::string::npos);
+  r = test::run_process(test::quantize_path(), {d, dir.file("x.gguf"), "Q4_0"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("already q8_0") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir.file("x.gguf")));
+  // The quantized pair runs through the CLI, and --json reports the file's tensor bytes.
+  r = test::run_cli({"generate", "--json", "-n", "4", "--ctx", "128", "--model", t, "--draft", d, "--prompt", "Once"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.json_ok);
+  auto tensor_bytes = [](const std::string& path) {
+    const GgufFile f = GgufFile::open(path);
+    uint64_t b = 0;
+    for (const GgufTensorInfo& ti : f.tensors()) b += ti.n_bytes;
+    return static_cast<double>(b);
+  };
+  CHECK(r.json.at("memory").at("weights_bytes").get<double>() == tensor_bytes(t));
+  CHECK(r.json.at("memory").at("draft").at("weights_bytes").get<double>() == tensor_bytes(d));
+  CHECK(r.json.at("tokens").size() == 4);
 }
