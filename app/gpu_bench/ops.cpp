@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "app/gpu_bench/bench.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/kv_compact.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/quant.h"
 #include "kernels/cpu/matmul_typed.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/sampling.h"
@@ -20,6 +23,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_compact.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/quant.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/sampling.h"
@@ -295,6 +299,33 @@ bool bench_ops(Report& rep) {
     });
     track(e, 0.0);
     add_row(rep, "kv_compact", std::to_string(path.size()) + " rows x " + std::to_string(nl) + " layers", "f32", e, 0.0, us);
+  }
+  // Block weight types: dequantize-and-dot (decode: 1 row; verification: 8 rows) against the CPU
+  // twin cpu::linear on the same quantized 4096 x 4096 matrix; the op name carries the weight
+  // bytes read per second of device time. Tolerance: f32 sums in other orders (1e-5 normalized).
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
+    const int n_in = 4096, n_out = 4096;
+    const auto wf = randv(size_t{n_in} * n_out, 20, 0.02f);
+    std::vector<uint8_t> q(dtype_row_bytes(t, n_in) * n_out);
+    cpu::quantize_row(t, wf.data(), q.data(), static_cast<int64_t>(wf.size()));
+    Dev dq(q.size());
+    upload(dq, q);
+    for (int n : {1, 8}) {
+      const auto x = randv(size_t(n) * n_in, 21);
+      std::vector<float> want(size_t(n) * n_out);
+      cpu::linear(x.data(), q.data(), t, want.data(), n, n_in, n_out);
+      Dev dx(x.size() * 4), dy(want.size() * 4);
+      upload(dx, x);
+      const double us = time_us(st, [&] {
+        cuda::quant_matmul(dx.as<float>(), dq.as<void>(), t, dy.as<float>(), n, n_in, n_out, st);
+      });
+      SPECCHAT_CUDA_CHECK(cudaStreamSynchronize(st));
+      const double e = norm_err(download<float>(dy, want.size()), want);
+      track(e, 1e-5);
+      char op[48];
+      std::snprintf(op, sizeof op, "qmatmul %.0fGB/s", static_cast<double>(q.size()) / (us * 1e-6) / 1e9);
+      add_row(rep, op, dims({n, n_in, n_out}), dtype_name(t), e, 1e-5, us);
+    }
   }
   cudaStreamDestroy(st);
   return all_ok;
