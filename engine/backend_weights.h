@@ -10,6 +10,10 @@
 #include "engine/model_config.h"
 
 namespace specchat {
+class GgufFile;
+}
+
+namespace specchat {
 
 struct LlamaTensorShapes {
   explicit LlamaTensorShapes(const ModelConfig& c) {
@@ -23,6 +27,10 @@ struct LlamaTensorShapes {
     wo = {nq, d};
     w_up = {d, ff};
     w_down = {ff, d};
+    bq = {nq};
+    bkv = {nkv};
+    head_norm = {hd};
+    rope_freqs = {static_cast<uint64_t>(c.n_rot() / 2)};
   }
   std::vector<uint64_t> embd;    // token_embd, output: [n_vocab, d_model]
   std::vector<uint64_t> norm;    // attn_norm, ffn_norm, output_norm: [d_model]
@@ -31,7 +39,16 @@ struct LlamaTensorShapes {
   std::vector<uint64_t> wo;      // attn_output: [d_model, n_head * head_dim]
   std::vector<uint64_t> w_up;    // ffn_gate, ffn_up: [d_ff, d_model]
   std::vector<uint64_t> w_down;  // ffn_down: [d_model, d_ff]
+  std::vector<uint64_t> bq;      // attn_q.bias: [n_head * head_dim]
+  std::vector<uint64_t> bkv;     // attn_k.bias, attn_v.bias: [n_head_kv * head_dim]
+  std::vector<uint64_t> head_norm;   // attn_q_norm, attn_k_norm: [head_dim]
+  std::vector<uint64_t> rope_freqs;  // rope_freqs: [n_rot / 2]
 };
+
+// Refuses a file holding a tensor the model's computation would not use (a bias the family does
+// not have, a layer past block_count, another model's tensor): such a file would otherwise run
+// without it, wrong and without a word. Throws ModelError naming the first such tensor.
+void check_tensor_names(const GgufFile& f, const ModelConfig& c);
 
 // Random models (LlamaModel::random): tensor i in the order token_embd, output_norm, output,
 // then per layer attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up,

@@ -41,10 +41,15 @@ CpuBackend::CpuBackend(const ModelConfig& c, const BackendShape& sh, Weights w) 
   att_parts_.reserve(static_cast<size_t>(std::max(1, sh.n_seq)));
   // Positions never exceed n_ctx − 1 (a token's position is at most its slot): one table, built
   // once, instead of pow/cos/sin per token and layer.
-  const size_t n_rot = static_cast<size_t>(std::max(1, sh.n_ctx)) * (hd / 2);
-  rope_cos_.resize(n_rot);
-  rope_sin_.resize(n_rot);
-  cpu::rope_table(std::max(1, sh.n_ctx), c.head_dim, c.rope_theta, rope_cos_.data(), rope_sin_.data());
+  rope_.n_rot = c.n_rot();
+  rope_.theta = c.rope_theta;
+  rope_.freq_scale = c.rope_freq_scale;
+  rope_.freq_factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
+  rope_.neox = c.rope_mode == RopeMode::neox;
+  const size_t n_tab = static_cast<size_t>(std::max(1, sh.n_ctx)) * static_cast<size_t>(rope_.n_rot / 2);
+  rope_cos_.resize(n_tab);
+  rope_sin_.resize(n_tab);
+  cpu::rope_table(std::max(1, sh.n_ctx), rope_, rope_cos_.data(), rope_sin_.data());
 }
 
 MemoryInfo CpuBackend::memory() const {
@@ -54,6 +59,16 @@ MemoryInfo CpuBackend::memory() const {
   return m;
 }
 
+
+namespace {
+// x[rows, n] += bias[n] per row.
+void add_bias(float* x, const float* bias, int rows, int n) {
+  for (int r = 0; r < rows; ++r) {
+    float* xr = x + static_cast<size_t>(r) * static_cast<size_t>(n);
+    for (int i = 0; i < n; ++i) xr[i] += bias[i];
+  }
+}
+}  // namespace
 
 ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   const ModelConfig& c = cfg_;
@@ -96,8 +111,17 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
                                      job(s.xb.data(), l.wv, s.v.data(), n)};
       cpu::linear_multi(qkv, pool_.get());
     }
-    cpu::rope_with_table(s.q.data(), b.pos.data(), n, c.n_head, hd, rope_cos_.data(), rope_sin_.data());
-    cpu::rope_with_table(s.k.data(), b.pos.data(), n, c.n_head_kv, hd, rope_cos_.data(), rope_sin_.data());
+    if (l.bq) {  // qwen2: Q/K/V biases
+      add_bias(s.q.data(), l.bq, n, nq);
+      add_bias(s.k.data(), l.bk, n, nkv);
+      add_bias(s.v.data(), l.bv, n, nkv);
+    }
+    if (l.q_norm) {  // qwen3: RMSNorm over each head of Q and K (in place)
+      cpu::rmsnorm(s.q.data(), l.q_norm, s.q.data(), n * c.n_head, hd, c.norm_eps);
+      cpu::rmsnorm(s.k.data(), l.k_norm, s.k.data(), n * c.n_head_kv, hd, c.norm_eps);
+    }
+    cpu::rope_with_table(s.q.data(), b.pos.data(), n, c.n_head, hd, rope_, rope_cos_.data(), rope_sin_.data());
+    cpu::rope_with_table(s.k.data(), b.pos.data(), n, c.n_head_kv, hd, rope_, rope_cos_.data(), rope_sin_.data());
     // Per sequence: its rows' K/V into its cache, then attention over its own slots only (all
     // sequences in one parallel region).
     att_parts_.clear();
@@ -185,11 +209,22 @@ std::unique_ptr<Backend> make_cpu_backend(const GgufFile& f, const ModelConfig& 
     bytes += v.bytes();
     return v;
   };
-  auto norm = [&](const std::string& name) {
-    bytes += static_cast<size_t>(c.d_model) * sizeof(float);
-    return view_norm(f.require_tensor(name, sh.norm), w);
+  auto vec = [&](const std::string& name, const std::vector<uint64_t>& ne) {
+    bytes += static_cast<size_t>(ne[0]) * sizeof(float);
+    return view_norm(f.require_tensor(name, ne), w);
   };
+  auto norm = [&](const std::string& name) { return vec(name, sh.norm); };
   try {
+    check_tensor_names(f, c);
+    if (c.rope_freqs) {
+      const float* rf = vec("rope_freqs.weight", sh.rope_freqs);
+      w.rope_freqs.assign(rf, rf + sh.rope_freqs[0]);
+      for (float x : w.rope_freqs) {
+        if (!(x > 0) || !std::isfinite(x)) {
+          throw ModelError(f.path() + ": rope_freqs.weight holds a non-positive or non-finite frequency factor");
+        }
+      }
+    }
     w.tok_embd = mat("token_embd.weight", sh.embd);
     w.output_norm = norm("output_norm.weight");
     w.output = f.tensor("output.weight") ? mat("output.weight", sh.embd) : w.tok_embd;
@@ -201,6 +236,15 @@ std::unique_ptr<Backend> make_cpu_backend(const GgufFile& f, const ModelConfig& 
       l.wk = mat(p + "attn_k.weight", sh.wkv);
       l.wv = mat(p + "attn_v.weight", sh.wkv);
       l.wo = mat(p + "attn_output.weight", sh.wo);
+      if (c.qkv_bias) {
+        l.bq = vec(p + "attn_q.bias", sh.bq);
+        l.bk = vec(p + "attn_k.bias", sh.bkv);
+        l.bv = vec(p + "attn_v.bias", sh.bkv);
+      }
+      if (c.qk_norm) {
+        l.q_norm = vec(p + "attn_q_norm.weight", sh.head_norm);
+        l.k_norm = vec(p + "attn_k_norm.weight", sh.head_norm);
+      }
       l.ffn_norm = norm(p + "ffn_norm.weight");
       l.w_gate = mat(p + "ffn_gate.weight", sh.w_up);
       l.w_up = mat(p + "ffn_up.weight", sh.w_up);

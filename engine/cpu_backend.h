@@ -1,8 +1,9 @@
-// CpuBackend: the llama forward on the CPU, with the weights kept in their file type. Matrices of
-// every type (F32, F16, BF16 and the block types Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) are typed views
-// into the GGUF mapping (nothing is expanded at load; the pages are read by the kernels and
-// shared with the page cache), so the weight bytes held equal the file's tensor bytes. The
-// reference forward: the CUDA backend and every CUDA op are checked against it.
+// CpuBackend: the decoder forward (llama, qwen2, qwen3: architecture.h) on the CPU, with the
+// weights kept in their file type. Matrices of every type (F32, F16, BF16 and the block types
+// Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) are typed views into the GGUF mapping (nothing is expanded at
+// load; the pages are read by the kernels and shared with the page cache), so the weight bytes
+// held equal the file's tensor bytes. The reference forward: the CUDA backend and every CUDA op
+// are checked against it.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,11 @@ class CpuBackend final : public Backend {
       WeightView wq;                     // [n_head * head_dim, d_model]
       WeightView wk, wv;                 // [n_head_kv * head_dim, d_model]
       WeightView wo;                     // [d_model, n_head * head_dim]
+      const float* bq = nullptr;         // [n_head * head_dim] or null (qwen2)
+      const float* bk = nullptr;         // [n_head_kv * head_dim] or null
+      const float* bv = nullptr;         // [n_head_kv * head_dim] or null
+      const float* q_norm = nullptr;     // [head_dim] or null (qwen3: RMSNorm per head)
+      const float* k_norm = nullptr;     // [head_dim] or null
       const float* ffn_norm = nullptr;   // [d_model]
       WeightView w_gate, w_up;           // [d_ff, d_model]
       WeightView w_down;                 // [d_model, d_ff]
@@ -42,6 +48,7 @@ class CpuBackend final : public Backend {
     std::vector<Layer> layers;           // [n_layer]
     const float* output_norm = nullptr;  // [d_model]
     WeightView output;                   // [n_vocab, d_model] (== tok_embd when tied)
+    std::vector<float> rope_freqs;       // [n_rot / 2] frequency divisors, empty = none
     // Storage for tensors not read in place (converted types, random weights), each 64-byte
     // aligned; the views above point into it or into the file mapping.
     std::vector<std::unique_ptr<float[]>> owned_f32;
@@ -68,7 +75,8 @@ class CpuBackend final : public Backend {
   Scratch s_;
   std::shared_ptr<cpu::ThreadPool> pool_;
   std::vector<cpu::AttentionArgs> att_parts_;  // [n_seq] reserved at load
-  std::vector<float> rope_cos_, rope_sin_;     // [n_ctx, head_dim / 2] rotation table
+  cpu::RopeParams rope_;                       // the model's rotary embedding (its factors in w_)
+  std::vector<float> rope_cos_, rope_sin_;     // [n_ctx, n_rot / 2] rotation table
   int max_hidden_ = 0;  // hidden-state layers one forward may return (scratch sized for it)
 };
 

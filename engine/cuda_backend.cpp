@@ -483,6 +483,17 @@ void CudaBackend::compact(int seq, std::span<const int32_t> src_slots, int dst0)
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const GgufFile& f, const ModelConfig& c, const BackendShape& s) {
+  // The CUDA forward is the plain llama layer; refuse what it would silently skip.
+  if (!c.plain_llama()) {
+    throw ModelError(f.path() + ": the CUDA backend runs only the plain llama layer; this " + c.architecture +
+                     " model needs" + (c.qkv_bias ? " Q/K/V biases," : "") + (c.qk_norm ? " Q/K head norms," : "") +
+                     (c.rope_freqs ? " rope_freqs," : "") + (c.rope_mode == RopeMode::neox ? " NeoX RoPE," : "") +
+                     (c.n_rot() != c.head_dim ? " partial RoPE," : "") +
+                     (c.rope_freq_scale != 1.0f ? " scaled RoPE," : "") +
+                     (c.n_head * c.head_dim != c.d_model ? " a head width other than d_model / n_head," : "") +
+                     " which only the CPU backend has (use --backend cpu)");
+  }
+  check_tensor_names(f, c);
   const bool tied = f.tensor("output.weight") == nullptr;
   // Matrices keep F16/BF16 and the block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: read by
   // cuda::quant_matmul, rows already checked to be whole blocks by the reader); F32 becomes F16

@@ -32,6 +32,13 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Opti
   m->path_ = path;
   m->cfg_ = ModelConfig::from_gguf(f);
   m->vocab_ = Vocab::from_gguf(f);
+  // <arch>.vocab_size, when given, must agree with the vocabulary (token_embd's rows are then
+  // checked against it by the backend).
+  if (m->cfg_.n_vocab != 0 && m->cfg_.n_vocab != m->vocab_.size()) {
+    throw ModelError(path + ": " + m->cfg_.architecture + ".vocab_size is " + std::to_string(m->cfg_.n_vocab) +
+                     " but the vocabulary (tokenizer.ggml.tokens) has " + std::to_string(m->vocab_.size()) +
+                     " entries");
+  }
   m->cfg_.n_vocab = m->vocab_.size();
   const int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : m->cfg_.n_ctx_train;
   const BackendShape shape{n_ctx, std::max(1, opt.n_seq), std::max(1, opt.max_batch), opt.n_threads, opt.device, opt.pool};
@@ -68,6 +75,10 @@ std::unique_ptr<LlamaModel> LlamaModel::random(const ModelConfig& cfg, const Opt
   ModelConfig c = cfg;
   if (c.n_head_kv == 0) c.n_head_kv = c.n_head;
   if (c.n_head > 0 && c.head_dim == 0) c.head_dim = c.d_model / c.n_head;
+  if (c.rope_dim == 0) c.rope_dim = c.head_dim;
+  if (!c.plain_llama()) {
+    throw ModelError("random model: only the plain llama layer (no biases, no Q/K norm, full unscaled RoPE)");
+  }
   const int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : c.n_ctx_train;
   if (c.n_vocab < 3 || c.d_model <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 ||
       c.d_ff <= 0 || n_ctx <= 0 || c.n_head % c.n_head_kv != 0 || c.head_dim % 2 != 0 ||

@@ -1,4 +1,4 @@
-// A loaded llama-architecture model: immutable weights (a Backend: CPU views into the file
+// A loaded model of a supported architecture (llama, qwen2, qwen3: architecture.h): immutable weights (a Backend: CPU views into the file
 // mapping, or CUDA), the vocabulary, and a pool of n_seq KV caches sized at load, one per
 // sequence. One forward runs rows of several sequences together (each row sees only its own
 // sequence's slots), with explicit positions and tree/causal masking, and returns logits and,
@@ -60,7 +60,8 @@ class LlamaModel {
   // Loads a GGUF file. CPU: matrices of every type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
   // Q6_K) are read in place from the mapping (kept open by the model).
   // CUDA: F16/BF16 and block-type matrices are uploaded as they are, F32 ones converted to F16.
-  // Throws GgufError (malformed file, names the file), ModelError (not a llama model; with
+  // Throws GgufError (malformed file, names the file), ModelError (an architecture, hyper-parameter
+  // key or tensor SpecChat does not run, named; <arch>.vocab_size disagreeing with the vocabulary; with
   // backend cuda: "no CUDA device: <why>" or out of device memory), VocabError (no usable
   // vocabulary).
   static std::unique_ptr<LlamaModel> load(const std::string& path, const Options& opt);

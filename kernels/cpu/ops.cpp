@@ -196,6 +196,44 @@ void rope_with_table(float* x, const int32_t* pos, int n_tokens, int n_head, int
   }
 }
 
+void rope_table(int n_pos, const RopeParams& p, float* cos_out, float* sin_out) {
+  const int half = p.n_rot / 2;
+  for (int pos = 0; pos < n_pos; ++pos) {
+    for (int i = 0; i < half; ++i) {
+      // rope_table()'s expression, then the factor and the scale (each exact for 1).
+      const double inv = std::pow(static_cast<double>(p.theta), -2.0 * i / p.n_rot);
+      double ang = static_cast<double>(pos) * inv;
+      if (p.freq_factors) ang /= static_cast<double>(p.freq_factors[i]);
+      ang *= static_cast<double>(p.freq_scale);
+      cos_out[static_cast<int64_t>(pos) * half + i] = static_cast<float>(std::cos(ang));
+      sin_out[static_cast<int64_t>(pos) * half + i] = static_cast<float>(std::sin(ang));
+    }
+  }
+}
+
+void rope_with_table(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, const RopeParams& p,
+                     const float* cos_tab, const float* sin_tab) {
+  const int half = p.n_rot / 2;
+  if (!p.neox && p.n_rot == head_dim) {
+    rope_with_table(x, pos, n_tokens, n_head, head_dim, cos_tab, sin_tab);
+    return;
+  }
+  // Pair partner of dimension i: 2i/2i+1 (norm) or i/i+half (neox).
+  const int stride = p.neox ? 1 : 2, step = p.neox ? half : 1;
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* cs = cos_tab + static_cast<int64_t>(pos[t]) * half;
+    const float* sn = sin_tab + static_cast<int64_t>(pos[t]) * half;
+    for (int h = 0; h < n_head; ++h) {
+      float* v = x + (static_cast<int64_t>(t) * n_head + h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const float a = v[stride * i], b = v[stride * i + step];
+        v[stride * i] = a * cs[i] - b * sn[i];
+        v[stride * i + step] = a * sn[i] + b * cs[i];
+      }
+    }
+  }
+}
+
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];

@@ -33,6 +33,27 @@ void rope_table(int n_pos, int head_dim, float theta, float* cos_out, float* sin
 void rope_with_table(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, const float* cos_tab,
                      const float* sin_tab);
 
+// Rotary embedding as a model's hyper-parameters define it (llama.cpp's rope_ext without YaRN):
+// only the first n_rot dimensions of each head rotate (partial rotary; the rest pass through),
+// pair i (i < n_rot / 2) turns by  pos · freq_scale · theta^(−2i / n_rot) / freq_factors[i].
+//   neox = false: pairs (2i, 2i+1)             (llama's GGUF convention, LLAMA_ROPE_TYPE_NORM)
+//   neox = true:  pairs (i, i + n_rot / 2)     (GPT-NeoX halves: qwen2, qwen3)
+// freq_scale is 1 / the linear scaling factor (rope.scaling.type = linear, Chen et al. 2023
+// "position interpolation"); freq_factors [n_rot / 2] are Llama 3.1's rope_freqs tensor (null = 1).
+struct RopeParams {
+  int n_rot = 0;                        // rotated dimensions per head, even, <= head_dim
+  float theta = 10000.0f;               // rope.freq_base
+  float freq_scale = 1.0f;
+  const float* freq_factors = nullptr;  // [n_rot / 2] or null
+  bool neox = false;
+};
+// The table for positions [0, n_pos): cos_out/sin_out [n_pos, n_rot / 2], angle in double,
+// rounded to f32. With n_rot = head_dim, freq_scale 1 and no factors it equals rope_table().
+void rope_table(int n_pos, const RopeParams& p, float* cos_out, float* sin_out);
+// In place on x [n_tokens, n_head, head_dim] with a table from rope_table(n_pos, p, ...).
+void rope_with_table(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, const RopeParams& p,
+                     const float* cos_tab, const float* sin_tab);
+
 // out[n, d_ff] = silu(gate) * up, with gate/up [n, d_ff] (SwiGLU, Shazeer 2020).
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 

@@ -79,3 +79,67 @@ TEST_CASE("rope_with_table gives rope's values bit for bit", "[unit][kernels]") 
   cpu::rope_with_table(b.data(), pos, n, n_head, head_dim, cs.data(), sn.data());
   CHECK(a == b);
 }
+
+namespace {
+// The rotation by hand, in double: pair i of the first n_rot dims of each head, partner i + 1
+// (adjacent, at 2i) or i + n_rot / 2 (neox), angle p · scale · theta^(−2i / n_rot) / factor[i].
+std::vector<float> rope_by_hand(std::vector<float> x, const std::vector<int32_t>& pos, int n_head, int head_dim,
+                                const cpu::RopeParams& p) {
+  const int half = p.n_rot / 2;
+  for (size_t t = 0; t < pos.size(); ++t) {
+    for (int h = 0; h < n_head; ++h) {
+      float* v = x.data() + (t * static_cast<size_t>(n_head) + static_cast<size_t>(h)) * static_cast<size_t>(head_dim);
+      for (int i = 0; i < half; ++i) {
+        double ang = pos[t] * std::pow(static_cast<double>(p.theta), -2.0 * i / p.n_rot) * p.freq_scale;
+        if (p.freq_factors) ang /= p.freq_factors[i];
+        const int a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
+        const double xa = v[a], xb = v[b];
+        v[a] = static_cast<float>(xa * std::cos(ang) - xb * std::sin(ang));
+        v[b] = static_cast<float>(xa * std::sin(ang) + xb * std::cos(ang));
+      }
+    }
+  }
+  return x;
+}
+}  // namespace
+
+TEST_CASE("rope with model parameters: neox halves, partial rotary, linear scale, frequency factors", "[unit][kernels]") {
+  const int n_pos = 64, head_dim = 40, n_head = 3;
+  const std::vector<int32_t> pos = {0, 1, 17, 63, 5};
+  std::mt19937 g(11);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> x(pos.size() * n_head * head_dim);
+  for (float& v : x) v = u(g);
+  std::vector<float> factors(20);
+  for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + 0.37f * static_cast<float>(i);
+  struct Case { int n_rot; bool neox; float scale; bool factors; };
+  for (const Case c : {Case{40, false, 1.0f, false}, Case{40, true, 1.0f, false}, Case{24, false, 1.0f, false},
+                       Case{24, true, 1.0f, false}, Case{40, false, 0.25f, false}, Case{40, false, 1.0f, true},
+                       Case{40, true, 0.5f, true}}) {
+    INFO("n_rot " << c.n_rot << " neox " << c.neox << " scale " << c.scale << " factors " << c.factors);
+    cpu::RopeParams p;
+    p.n_rot = c.n_rot;
+    p.theta = 10000.0f;
+    p.freq_scale = c.scale;
+    p.freq_factors = c.factors ? factors.data() : nullptr;
+    p.neox = c.neox;
+    std::vector<float> cs(static_cast<size_t>(n_pos) * (c.n_rot / 2)), sn(cs.size());
+    cpu::rope_table(n_pos, p, cs.data(), sn.data());
+    std::vector<float> got = x;
+    cpu::rope_with_table(got.data(), pos.data(), static_cast<int>(pos.size()), n_head, head_dim, p, cs.data(), sn.data());
+    const std::vector<float> want = rope_by_hand(x, pos, n_head, head_dim, p);
+    for (size_t i = 0; i < x.size(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(1e-5));
+    // Dimensions past n_rot pass through untouched.
+    for (size_t t = 0; t < pos.size() * n_head; ++t) {
+      for (int d = c.n_rot; d < head_dim; ++d) REQUIRE(got[t * head_dim + static_cast<size_t>(d)] == x[t * head_dim + static_cast<size_t>(d)]);
+    }
+  }
+  // Full rotary, no scaling: the model-parameter table is rope_table()'s bit for bit.
+  cpu::RopeParams p;
+  p.n_rot = head_dim;
+  std::vector<float> c1(static_cast<size_t>(n_pos) * head_dim / 2), s1(c1.size()), c2(c1.size()), s2(c1.size());
+  cpu::rope_table(n_pos, head_dim, 10000.0f, c1.data(), s1.data());
+  cpu::rope_table(n_pos, p, c2.data(), s2.data());
+  CHECK(c1 == c2);
+  CHECK(s1 == s2);
+}
