@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -28,6 +29,39 @@ std::string bundled_models_dir() {
 std::string bundled_target_path() { return bundled_models_dir() + "/specchat-target.gguf"; }
 std::string bundled_draft_path() { return bundled_models_dir() + "/specchat-draft.gguf"; }
 
+DraftChoice pick_draft(const std::string& target_path, const Vocab& target_vocab) {
+  std::error_code ec;
+  const fs::path target = fs::weakly_canonical(target_path, ec);
+  const uintmax_t target_size = fs::file_size(target_path, ec);
+  const fs::path dir = target.parent_path();
+  std::vector<std::pair<uintmax_t, fs::path>> candidates;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path p = it->path();
+    if (p.extension() != ".gguf" || fs::weakly_canonical(p, ec) == target) continue;
+    const uintmax_t size = fs::file_size(p, ec);
+    if (ec || size >= target_size) continue;  // a draft is smaller than its target
+    candidates.emplace_back(size, p);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (const auto& [size, p] : candidates) {
+    try {
+      const GgufFile f = GgufFile::open(p.string());
+      (void)ModelConfig::from_gguf(f);
+      if (!check_draft_vocab(target_vocab, Vocab::from_gguf(f)).ok) {
+        continue;
+      }
+      return {"model", p.string(), "smallest compatible .gguf beside the target (of " +
+                                       std::to_string(candidates.size()) + " smaller ones)"};
+    } catch (const std::exception&) {  // not a model SpecChat runs: try the next
+    }
+  }
+  return {"ngram", "",
+          candidates.empty() ? "no smaller .gguf beside the target; using the n-gram drafter"
+                             : "none of the " + std::to_string(candidates.size()) +
+                                   " smaller .gguf files beside the target can serve it as a draft; using the "
+                                   "n-gram drafter"};
+}
+
 ModelPair ModelPair::load(const PairOptions& opt) {
   ModelPair mp;
   const std::string tpath = opt.target_path.empty() ? bundled_target_path() : opt.target_path;
@@ -45,7 +79,14 @@ ModelPair ModelPair::load(const PairOptions& opt) {
                           std::to_string(mp.target->config().n_ctx_train) +
                           " tokens): positions past it are untrained and output there is unreliable");
   }
-  if (!opt.draft_path.empty()) {
+  std::string draft_path = opt.draft_path;
+  if (!draft_path.empty()) {
+    mp.draft_choice = {"model", draft_path, "given"};
+  } else if (opt.auto_draft) {
+    mp.draft_choice = pick_draft(tpath, mp.target->vocab());
+    if (mp.draft_choice.drafter == "model") draft_path = mp.draft_choice.path;
+  }
+  if (!draft_path.empty()) {
     try {
       LlamaModel::Options dopt;
       dopt.n_ctx = mp.target->n_ctx();
@@ -53,7 +94,7 @@ ModelPair ModelPair::load(const PairOptions& opt) {
       dopt.n_seq = opt.n_seq;
       dopt.pool = pool;
       dopt.backend = opt.draft_backend;
-      mp.draft = LlamaModel::load(opt.draft_path, dopt);
+      mp.draft = LlamaModel::load(draft_path, dopt);
     } catch (const GgufError& e) {
       // Errors from the draft file name it, so the user knows which file is at fault (B19).
       throw GgufError(e.kind(), std::string("draft model: ") + e.what());  // what() names the file
@@ -64,7 +105,7 @@ ModelPair ModelPair::load(const PairOptions& opt) {
     }
     const VocabCheck vc = check_draft_vocab(mp.target->vocab(), mp.draft->vocab());
     if (!vc.ok) {
-      throw VocabError("vocab_mismatch: draft model " + opt.draft_path +
+      throw VocabError("vocab_mismatch: draft model " + draft_path +
                        " cannot serve target " + tpath + ": " + vc.error);
     }
     mp.warnings.insert(mp.warnings.end(), vc.warnings.begin(), vc.warnings.end());

@@ -15,13 +15,30 @@ namespace specchat {
 
 struct PairOptions {
   std::string target_path;     // empty = bundled target
-  std::string draft_path;      // empty = no draft model
+  std::string draft_path;      // empty = no draft model (or, with auto_draft, one picked by pick_draft)
+  // With no draft_path: pick a compatible draft beside the target (pick_draft); when none is,
+  // the pair has no draft and `draft_choice` says to use the n-gram drafter.
+  bool auto_draft = false;
   int n_ctx = 0;               // 0 = target's n_ctx_train
   int n_threads = 0;           // BLAS threads; 0 = all cores
   int n_seq = 1;               // sequences decoded together (KV pool of both models; Engine capacity)
   BackendKind backend = BackendKind::cpu;        // target's backend
   BackendKind draft_backend = BackendKind::cpu;  // draft's backend (may differ: measured choice)
 };
+
+// Which drafter a pair uses and why (for a stderr line and the --json "draft_choice" field).
+struct DraftChoice {
+  std::string drafter = "none";  // "model" or "ngram" or "none"
+  std::string path;              // the draft model's file when drafter == "model"
+  std::string reason;            // one line, e.g. "smallest compatible .gguf beside the target"
+};
+
+// Picks a draft for `target_path` when the user named none (issue 11 item 6): among the other
+// `.gguf` files in the target's folder that are smaller than the target, the smallest whose
+// architecture and hyper-parameters load (ModelConfig) and whose vocabulary can serve the target
+// (check_draft_vocab). Files that fail are skipped (no exception escapes for them). When none
+// fits, drafter "ngram" (prompt lookup) with the reason. `target_vocab` is the loaded target's.
+DraftChoice pick_draft(const std::string& target_path, const Vocab& target_vocab);
 
 // A loaded pair. Throws GgufError / ModelError / VocabError; errors about the draft say so
 // ("draft model <path>: ..."); a refused vocabulary throws VocabError with the reason.
@@ -31,6 +48,7 @@ struct ModelPair {
   std::unique_ptr<Tokenizer> tokenizer;
   std::vector<std::string> warnings;   // accepted vocabulary differences (B06), a context past n_ctx_train
   std::string template_name;           // from the target's tokenizer.chat_template, or "specchat"
+  DraftChoice draft_choice;            // how the draft was chosen (auto_draft), else "given"/"none"
 
   static ModelPair load(const PairOptions& opt);
 

@@ -1,6 +1,7 @@
 // Vocabulary from GGUF metadata, token-to-bytes decoding and the draft/target vocabulary rule.
 #include "engine/vocab.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string_view>
 
@@ -231,12 +232,26 @@ VocabCheck check_draft_vocab(const Vocab& target, const Vocab& draft) {
     return refuse("tokenizer models differ: target " + quoted(target.model) + ", draft " +
                   quoted(draft.model));
   }
-  if (target.size() != draft.size()) {
-    return refuse("vocabulary sizes differ: target has " + std::to_string(target.size()) +
-                  " tokens, draft has " + std::to_string(draft.size()));
-  }
   if (target.types.size() != target.pieces.size() || draft.types.size() != draft.pieces.size()) {
     return refuse("token_type and tokens have different lengths");
+  }
+  // Sizes may differ only by trailing padding: every entry of the longer vocabulary past the
+  // shorter one's end must be UNUSED (what converters write to pad the embedding rows, e.g.
+  // "[PAD151936]" in Qwen2.5-7B's 152,064 rows against 0.5B's 151,936).
+  const int32_t n_shared = std::min(target.size(), draft.size());
+  if (target.size() != draft.size()) {
+    const Vocab& longer = target.size() > draft.size() ? target : draft;
+    const char* which = &longer == &target ? "target" : "draft";
+    for (int32_t id = n_shared; id < longer.size(); ++id) {
+      if (longer.types[static_cast<size_t>(id)] != TokenType::unused) {
+        return refuse("vocabulary sizes differ: target has " + std::to_string(target.size()) + " tokens, draft has " +
+                      std::to_string(draft.size()) + ", and the " + which + "'s extra token " + std::to_string(id) +
+                      " is " + describe_entry(longer, id) + ", not padding (only trailing UNUSED entries may differ)");
+      }
+    }
+    r.warnings.push_back(std::string("vocabulary sizes differ by trailing padding: target ") +
+                         std::to_string(target.size()) + " tokens, draft " + std::to_string(draft.size()) +
+                         "; the draft proposes only ids below " + std::to_string(n_shared));
   }
   const struct {
     const char* name;
@@ -255,7 +270,7 @@ VocabCheck check_draft_vocab(const Vocab& target, const Vocab& draft) {
                   (target.add_bos ? "true" : "false") + ", draft " +
                   (draft.add_bos ? "true" : "false"));
   }
-  for (int32_t id = 0; id < target.size(); ++id) {
+  for (int32_t id = 0; id < n_shared; ++id) {
     const auto i = static_cast<size_t>(id);
     if (target.pieces[i] == draft.pieces[i] && target.types[i] == draft.types[i]) continue;
     const bool special = id == target.bos_id || id == target.eos_id || id == target.eot_id;

@@ -53,12 +53,16 @@ struct Vocab {
 
 // Outcome of checking that a draft can serve a target (FAULT-KINDS B05, B06).
 // Rule: tokenizer models (tokenizer.ggml.model: the same piece string means other bytes under
-// "llama" and "gpt2") and sizes must match; BOS/EOS/EOT ids and add_bos must match; every NORMAL,
+// "llama" and "gpt2") must match. Sizes must match, or differ only by trailing padding: every
+// entry of the longer vocabulary past the shorter one's end is UNUSED (converters pad the
+// embedding rows so, e.g. Qwen2.5-7B has 152,064 entries, 0.5B 151,936); the draft then proposes
+// only ids of the shared range (a warning says so). BOS/EOS/EOT ids and add_bos must match; every NORMAL,
 // BYTE, USER_DEFINED or UNKNOWN entry must match in string and type. Entries that are CONTROL or
 // UNUSED in *both* files may differ in string (the draft can never emit them in text): they are
 // accepted and listed in `warnings`, except the BOS/EOS/EOT entries themselves, which must match
 // in string too (B06: end-of-generation tokens are never a tolerated difference). Any other
-// difference is refused. Checks run in that order; `error` names the first failure.
+// difference is refused. Checks run in that order; `error` names the first failure. Ids are
+// compared over the shared range [0, min(sizes)).
 struct VocabCheck {
   bool ok = true;
   std::string error;                  // why refused (names sizes or the first differing id)

@@ -12,15 +12,16 @@
 
 namespace specchat::cli {
 
-int cmd_chat(const CommonOptions& o) {
+int cmd_chat(const CommonOptions& given) {
   PairOptions po;
-  po.target_path = o.model;
-  po.n_ctx = o.n_ctx;
-  po.n_threads = o.threads;
-  apply_backends(o, po);
-  const bool want_draft = o.drafter == "model" && o.draft_k > 0;
-  if (want_draft) po.draft_path = o.draft == "bundled" ? bundled_draft_path() : o.draft;
+  po.target_path = given.model;
+  po.n_ctx = given.n_ctx;
+  po.n_threads = given.threads;
+  apply_backends(given, po);
+  apply_draft(given, given.drafter == "model" && given.draft_k > 0, po);
   ModelPair pair = ModelPair::load(po);
+  CommonOptions o = given;
+  use_draft_choice(pair, o);
   for (const std::string& w : pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   Generator g(*pair.target, pair.draft.get());
   const RequestPlanner planner(pair, o.threads);

@@ -23,6 +23,7 @@ namespace {
 struct Loaded {
   ModelPair pair;
   std::vector<int32_t> prompt;
+  cli::CommonOptions o;  // the options, with the drafter an automatic draft choice settled on
 };
 
 Loaded load(const cli::CommonOptions& o, bool need_draft) {
@@ -31,8 +32,9 @@ Loaded load(const cli::CommonOptions& o, bool need_draft) {
   po.n_ctx = o.n_ctx;
   po.n_threads = o.threads;
   cli::apply_backends(o, po);
-  if (need_draft && o.draft != "none") po.draft_path = o.draft == "bundled" ? bundled_draft_path() : o.draft;
-  Loaded l{ModelPair::load(po), {}};
+  cli::apply_draft(o, need_draft, po);
+  Loaded l{ModelPair::load(po), {}, o};
+  cli::use_draft_choice(l.pair, l.o);
   for (const std::string& w : l.pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (o.chat_given) {
     std::vector<ChatMessage> msgs;
@@ -65,8 +67,20 @@ CompareRun run_one(Generator& g, const GenerateRequest& req, bool stream, Genera
   return run;
 }
 
-int cmd_generate(const cli::CommonOptions& o) {
-  Loaded l = load(o, o.draft_k > 0 && o.drafter == "model");
+// The --json "draft_choice" field: which drafter ran and why.
+json draft_choice_json(const ModelPair& p, const cli::CommonOptions& o) {
+  json j;
+  const bool model = p.draft != nullptr;
+  j["drafter"] = model ? "model" : o.drafter == "ngram" ? "ngram" : "none";
+  j["path"] = model ? json(p.draft->path()) : json(nullptr);
+  j["automatic"] = !p.draft_choice.reason.empty() && p.draft_choice.reason != "given";
+  j["reason"] = p.draft_choice.reason;
+  return j;
+}
+
+int cmd_generate(const cli::CommonOptions& given) {
+  Loaded l = load(given, given.draft_k > 0 && given.drafter == "model");
+  const cli::CommonOptions& o = l.o;
   Generator g(*l.pair.target, l.pair.draft.get());
   GenerateRequest req = cli::make_request(o, l.prompt, o.draft_k);
   const json plan = cli::plan_tree(o, l.pair, req);
@@ -77,6 +91,7 @@ int cmd_generate(const cli::CommonOptions& o) {
     json j = cli::result_json(r, l.prompt, req, k > 0 ? "speculative" : "baseline");
     if (!plan.is_null()) j["tree_plan"] = plan;
     j["warnings"] = l.pair.warnings;
+    j["draft_choice"] = draft_choice_json(l.pair, o);
     j["memory"] = cli::memory_json(*l.pair.target, l.pair.draft.get());
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
@@ -85,8 +100,9 @@ int cmd_generate(const cli::CommonOptions& o) {
   return 0;
 }
 
-int cmd_compare(const cli::CommonOptions& o) {
-  Loaded l = load(o, o.drafter == "model");
+int cmd_compare(const cli::CommonOptions& given) {
+  Loaded l = load(given, given.drafter == "model");
+  const cli::CommonOptions& o = l.o;
   Generator g(*l.pair.target, l.pair.draft.get());
   const GenerateRequest base_req = cli::make_request(o, l.prompt, 0);
   GenerateRequest spec_req = cli::make_request(o, l.prompt, o.draft_k);
@@ -109,6 +125,7 @@ int cmd_compare(const cli::CommonOptions& o) {
     j["speedup_decode"] = c.speedup_decode;
     j["total_time_ratio"] = c.total_time_ratio;
     j["warnings"] = l.pair.warnings;
+    j["draft_choice"] = draft_choice_json(l.pair, o);
     j["memory"] = cli::memory_json(*l.pair.target, l.pair.draft.get());
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {

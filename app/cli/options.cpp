@@ -1,6 +1,7 @@
 #include "app/cli/options.h"
 
 #include <cmath>
+#include <cstdio>
 
 namespace specchat::cli {
 
@@ -20,7 +21,8 @@ const CLI::Validator kFinite(
 void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--model,-m", o.model, "target model GGUF (default: the bundled target)");
   cmd.add_option("--draft,-d", o.draft,
-                 "draft model GGUF, 'bundled' (default) or 'none' for plain decoding");
+                 "draft model GGUF, 'bundled', 'ngram' or 'none' for plain decoding (default: the bundled draft "
+                 "for the bundled target; with --model, the smallest compatible .gguf beside it, else n-gram)");
   cmd.add_option("--draft-k,-k", o.draft_k, "drafted tokens per step (0 = no drafting)")
       ->check(CLI::Range(0, 64));
   cmd.add_option("--drafter", o.drafter, "who drafts: model (the draft model), ngram (prompt lookup) or none")
@@ -54,6 +56,28 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
 void apply_backends(const CommonOptions& o, PairOptions& po) {
   po.backend = parse_backend(o.backend);
   po.draft_backend = o.draft_backend.empty() ? po.backend : parse_backend(o.draft_backend);
+}
+
+void apply_draft(const CommonOptions& o, bool need_draft, PairOptions& po) {
+  if (!need_draft || o.draft == "none" || o.draft == "ngram") return;
+  if (o.draft == "bundled" || (o.draft.empty() && o.model.empty())) {
+    po.draft_path = bundled_draft_path();
+  } else if (o.draft.empty()) {
+    po.auto_draft = true;
+  } else {
+    po.draft_path = o.draft;
+  }
+}
+
+void use_draft_choice(const ModelPair& pair, CommonOptions& o) {
+  const DraftChoice& c = pair.draft_choice;
+  if (c.reason == "given" || c.drafter == "none") return;
+  if (c.drafter == "model") {
+    std::fprintf(stderr, "draft: %s (%s)\n", c.path.c_str(), c.reason.c_str());
+  } else {
+    std::fprintf(stderr, "draft: n-gram drafter (%s)\n", c.reason.c_str());
+    o.drafter = "ngram";
+  }
 }
 
 SpecSettings spec_settings(const CommonOptions& o) {

@@ -15,7 +15,7 @@ namespace specchat::cli {
 // defaults they take: one set of defaults for the CLI and the app (engine/runtime/spec_settings.h).
 struct CommonOptions {
   std::string model;            // target GGUF; empty = bundled
-  std::string draft = "bundled";  // draft GGUF, "bundled", or "none"
+  std::string draft;            // draft GGUF, "bundled", "none", "ngram"; empty = automatic (apply_draft)
   int draft_k = SpecSettings{}.draft_k;
   std::string drafter = drafter_choice_name(SpecSettings{}.drafter);  // model | ngram | none
   std::string tree = tree_mode_name(SpecSettings{}.tree);             // chain | dynamic | optimal | auto
@@ -44,6 +44,15 @@ void add_common_options(CLI::App& cmd, CommonOptions& o);
 
 // Copies --backend / --draft-backend into the load options.
 void apply_backends(const CommonOptions& o, PairOptions& po);
+
+// The draft model to load when a model drafter is wanted (`need_draft`): --draft's file, the
+// bundled draft for "bundled" or when neither --model nor --draft is given, and with --model but
+// no --draft a compatible draft picked beside the target (PairOptions::auto_draft, pick_draft).
+void apply_draft(const CommonOptions& o, bool need_draft, PairOptions& po);
+
+// After loading with auto_draft: prints which drafter was chosen to stderr ("draft: ...") and,
+// when no compatible draft model was found, switches `o` to the n-gram drafter.
+void use_draft_choice(const ModelPair& pair, CommonOptions& o);
 
 // The speculative settings of --drafter, --tree (auto: auto_tree), --draft-k, --node-budget,
 // --depth and --branch. Unknown names (CLI11 refuses them) keep the defaults.

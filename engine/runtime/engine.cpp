@@ -62,7 +62,7 @@ Engine::Engine(LlamaModel& target, LlamaModel* draft) : target_(target), draft_(
   }
   for (int i = 0; i < n; ++i) {
     auto s = std::make_unique<Slot>();
-    if (draft) s->model_drafter = std::make_unique<ModelDrafter>(*draft, i);
+    if (draft) s->model_drafter = std::make_unique<ModelDrafter>(*draft, i, target.config().n_vocab);
     slots_.push_back(std::move(s));
   }
 }

@@ -38,16 +38,25 @@ void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from
   const int R = static_cast<int>(counts.hits.size());
   KvCache& kv = draft.kv();
   kv.truncate(0);
+  // A target whose vocabulary has more trailing padding entries than the draft's (vocab.h,
+  // check_draft_vocab) may have emitted ids the draft lacks: the draft reads its unknown token
+  // there, and such a target token counts as a miss.
+  std::vector<int32_t> mapped(ctx.begin(), ctx.end());
+  for (int32_t& t : mapped) {
+    if (t >= static_cast<int32_t>(nv)) t = draft.vocab().unk_id;
+  }
+  const std::span<const int32_t> in(mapped);
   // Row i of the forward over ctx[0..n − 1) predicts ctx[i + 1].
   for (int start = 0; start < n - 1;) {
     const int len = std::min(n - 1 - start, draft.max_batch());
-    const auto part = ctx.subspan(static_cast<size_t>(start), static_cast<size_t>(len));
+    const auto part = in.subspan(static_cast<size_t>(start), static_cast<size_t>(len));
     const auto logits = draft.forward(Batch::chain(part, start, true));
     kv.commit(part);
     for (int r = 0; r < len; ++r) {
       const int i = start + r + 1;
       if (i < from) continue;
-      const int rank = draft_rank(logits.subspan(static_cast<size_t>(r) * nv, nv), ctx[static_cast<size_t>(i)]);
+      const int32_t want = ctx[static_cast<size_t>(i)];
+      const int rank = want < static_cast<int32_t>(nv) ? draft_rank(logits.subspan(static_cast<size_t>(r) * nv, nv), want) : R;
       if (rank < R) counts.hits[static_cast<size_t>(rank)]++;
       else counts.misses++;
     }

@@ -66,14 +66,31 @@ std::vector<std::pair<double, int32_t>> top_k_logprobs(std::span<const float> lo
 
 }  // namespace
 
+ModelDrafter::ModelDrafter(LlamaModel& model, int seq, int target_vocab) : m_(model), seq_(seq) {
+  const int nv = model.config().n_vocab;
+  n_shared_ = static_cast<size_t>(target_vocab > 0 ? std::min(nv, target_vocab) : nv);
+  map_inputs_ = target_vocab > nv;
+}
+
+std::span<const int32_t> ModelDrafter::draft_ids(std::span<const int32_t> ctx) {
+  if (!map_inputs_) return ctx;
+  const int32_t nv = m_.config().n_vocab;
+  mapped_.assign(ctx.begin(), ctx.end());
+  for (int32_t& t : mapped_) {
+    if (t >= nv) t = m_.vocab().unk_id;
+  }
+  return mapped_;
+}
+
 std::span<const float> ModelDrafter::feed_context(std::span<const int32_t> ctx) {
-  return checked(m_.sync_cache(ctx, static_cast<int>(ctx.size()), true, seq_), m_);
+  const std::span<const int32_t> in = draft_ids(ctx);
+  return checked(m_.sync_cache(in, static_cast<int>(in.size()), true, seq_), m_).first(n_shared_);
 }
 
 void ModelDrafter::sync(std::span<const int32_t> ctx) {
   // Prefill all but the last token (propose feeds the last one for its logits).
   const int n = static_cast<int>(ctx.size());
-  if (n >= 2 && n <= m_.n_ctx()) m_.sync_cache(ctx, n - 1, false, seq_);
+  if (n >= 2 && n <= m_.n_ctx()) m_.sync_cache(draft_ids(ctx), n - 1, false, seq_);
 }
 
 void ModelDrafter::accepted(const DraftTree& tree, std::span<const int32_t> path) {
@@ -92,7 +109,7 @@ void ModelDrafter::accepted(const DraftTree& tree, std::span<const int32_t> path
 
 void ModelDrafter::finished(std::span<const int32_t> ctx) {
   KvCache& kv = m_.kv(seq_);
-  kv.truncate(kv.common_prefix(ctx));
+  kv.truncate(kv.common_prefix(draft_ids(ctx)));
   fed_base_ = -1;
 }
 
@@ -132,7 +149,7 @@ DraftTree ModelDrafter::propose_chain(std::span<const int32_t> ctx, int k, const
     const int32_t one[1] = {t};
     Batch b = Batch::chain(one, n + i, false);
     b.seq = seq_;
-    logits = checked(m_.forward(b), m_);
+    logits = checked(m_.forward(b), m_).first(n_shared_);
     m_.kv(seq_).commit(one);
   }
   // Greedy drafts are the argmax (q one-hot); sampled drafts were drawn from q.
@@ -221,7 +238,7 @@ DraftTree ModelDrafter::propose_dynamic(std::span<const int32_t> ctx, const Tree
     for (size_t r = 0; r < level.size(); ++r) {
       const int32_t v = level[r];
       const double base = all.nodes[static_cast<size_t>(v)].logp;
-      for (const auto& [lp, tok] : top_k_logprobs(logits.subspan(r * nv, nv), K)) {
+      for (const auto& [lp, tok] : top_k_logprobs(logits.subspan(r * nv, n_shared_), K)) {
         next.push_back(all.add(tok, v, base + lp));
       }
     }
@@ -272,7 +289,7 @@ DraftTree ModelDrafter::propose_static(std::span<const int32_t> ctx, const TreeB
       ranked.resize(t.nodes.size() + 1);
       const auto logits = f.feed(t, parents);
       for (size_t r = 0; r < parents.size(); ++r) {
-        ranked[static_cast<size_t>(parents[r]) + 1] = top_k_logprobs(logits.subspan(r * nv, nv), max_rank);
+        ranked[static_cast<size_t>(parents[r]) + 1] = top_k_logprobs(logits.subspan(r * nv, n_shared_), max_rank);
       }
     }
     for (int i = 0; i < n_shape; ++i) {

@@ -55,7 +55,10 @@ class Drafter {
 // longest prefix it shares with each new context.
 class ModelDrafter : public Drafter {
  public:
-  explicit ModelDrafter(LlamaModel& model, int seq = 0) : m_(model), seq_(seq) {}
+  // target_vocab: the target's vocabulary size when it differs from the draft's by trailing
+  // padding entries (vocab.h, check_draft_vocab; 0 = the same as the draft's). The draft then
+  // proposes only ids below both sizes, and reads its unknown token for a context id it lacks.
+  explicit ModelDrafter(LlamaModel& model, int seq = 0, int target_vocab = 0);
   void sync(std::span<const int32_t> ctx) override;
   DraftTree propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
                     const SamplingParams& params, Rng& rng) override;
@@ -73,8 +76,13 @@ class ModelDrafter : public Drafter {
                             const SamplingParams& params);
   DraftTree propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes,
                            const SamplingParams& params);
+  // ctx with ids the draft lacks replaced by its unknown token (ctx itself when none can occur).
+  std::span<const int32_t> draft_ids(std::span<const int32_t> ctx);
   LlamaModel& m_;
   int seq_;
+  size_t n_shared_;             // ids the draft may propose: [0, min(draft, target vocab))
+  bool map_inputs_ = false;     // the target's vocabulary is larger than the draft's
+  std::vector<int32_t> mapped_;  // draft_ids' buffer
   // Draft-cache slot of each node of the last tree (−1 = never fed), and the committed length
   // the tree was drafted after (−1 = nothing to compact, e.g. chains, which commit as they go).
   std::vector<int32_t> fed_slot_;

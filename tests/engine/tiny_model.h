@@ -25,6 +25,7 @@ struct TinySpec {
   int d_model = 64, n_layer = 2, n_head = 4, n_head_kv = 2, d_ff = 96, n_ctx = 64;
   int head_dim = 0;  // 0 = d_model / n_head; else written as attention.key_length/value_length
   bool tied = false;  // no output.weight
+  int pad_vocab = 0;  // UNUSED entries "[PAD<id>]" appended to the vocabulary (and embedding rows)
   uint64_t seed = 7;
 };
 
@@ -34,6 +35,23 @@ inline void copy_bundled_tokenizer(GgufBuilder& b, const std::string& from = tar
   for (const auto& [k, v] : src.metadata()) {
     if (k.rfind("tokenizer.", 0) == 0) b.set(k, v);
   }
+}
+
+// Appends `n` padding entries (type UNUSED, piece "[PAD<id>]", score 0) to b's vocabulary, as
+// converters pad a vocabulary to the embedding's row count.
+inline void pad_vocabulary(GgufBuilder& b, int n, int32_t type = 5) {
+  const GgufFile f = GgufFile::from_bytes(b.build());
+  auto tokens = f.get_string_array("tokenizer.ggml.tokens");
+  auto scores = f.get_f32_array("tokenizer.ggml.scores");
+  auto types = f.get_i32_array("tokenizer.ggml.token_type");
+  for (int i = 0; i < n; ++i) {
+    tokens.push_back("[PAD" + std::to_string(tokens.size()) + "]");
+    scores.push_back(0.0f);
+    types.push_back(type);
+  }
+  b.set_string_array("tokenizer.ggml.tokens", tokens);
+  b.set_f32_array("tokenizer.ggml.scores", scores);
+  b.set_i32_array("tokenizer.ggml.token_type", types);
 }
 
 // Random weights: matrices uniform with unit output variance (±sqrt(3 / n_in)), norm weights
@@ -57,7 +75,8 @@ inline GgufBuilder tiny_model(const TinySpec& s) {
   b.set_f32(A + "rope.freq_base", 10000.0f);
   b.set_f32(A + "attention.layer_norm_rms_epsilon", 1e-5f);
   copy_bundled_tokenizer(b);
-  const uint64_t nv = 4096, d = static_cast<uint64_t>(s.d_model), ff = static_cast<uint64_t>(s.d_ff);
+  if (s.pad_vocab > 0) pad_vocabulary(b, s.pad_vocab);
+  const uint64_t nv = 4096 + static_cast<uint64_t>(s.pad_vocab), d = static_cast<uint64_t>(s.d_model), ff = static_cast<uint64_t>(s.d_ff);
   const uint64_t nq = static_cast<uint64_t>(s.n_head * hd), nkv = static_cast<uint64_t>(s.n_head_kv * hd);
   std::mt19937_64 g(s.seed);
   auto mat = [&](const std::string& name, uint64_t n_in, uint64_t n_out) {
