@@ -86,6 +86,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.head_dim = c.d_model / c.n_head;
   }
   require(c.head_dim % 2 == 0, f, "head dimension must be even for RoPE");
+  require(static_cast<int64_t>(c.n_head) * c.head_dim <= kMax, f, "attention width (head_count x head dimension) out of range");
   require(c.d_ff > 0 && c.d_ff <= 16 * kMax, f, A + "feed_forward_length out of range");
   require(c.n_ctx_train > 0 && c.n_ctx_train <= 16 * kMax, f, A + "context_length out of range");
   require(c.norm_eps > 0 && c.norm_eps < 1, f, A + "attention.layer_norm_rms_epsilon out of range");

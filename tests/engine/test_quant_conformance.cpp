@@ -4,9 +4,9 @@
 // keep activations in f32 for every type, see kernels/cpu/linear.h), the argmax on the tier's
 // decisive rows and the greedy continuation up to the tier's guaranteed prefix.
 //
-// Set A (llama: Q8_0, Q4_K_M with Q6_K tensors, Q6_K) is in the repository. Set B (qwen2) is
-// read from the shared cases folder beside the checkout when present; it is skipped with a
-// warning when the folder is absent or the engine refuses the qwen2 architecture.
+// Both sets are in the repository: A (llama: Q8_0, Q4_K_M with Q6_K tensors, Q6_K) and B (the
+// qwen2 architecture, with Q/K/V biases and NeoX RoPE: F16, Q8_0, Q4_K_M, Q6_K). Every row is
+// checked from one batch and from a token-by-token decode (the decode path).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -67,7 +67,8 @@ void check_model(const std::string& dir, const std::string& name, const nlohmann
     REQUIRE(exact.size() == ids.size() * kVocab);
 
     m->kv().truncate(0);
-    const auto got = m->forward(Batch::chain(ids, 0, true));
+    const auto batch = m->forward(Batch::chain(ids, 0, true));
+    const std::vector<float> got(batch.begin(), batch.end());
     REQUIRE(got.size() == exact.size());
     double max_exact = 0, max_err = 0;
     for (size_t i = 0; i < exact.size(); ++i) {
@@ -77,6 +78,19 @@ void check_model(const std::string& dir, const std::string& name, const nlohmann
     const double norm_err = max_err / max_exact;
     INFO(name << " " << seq << ": normalized error " << norm_err << " (strict tier " << t.at("norm_tol") << ")");
     CHECK(norm_err <= t.at("norm_tol").get<double>());
+    // The same rows one token per forward (KV cache reads instead of in-batch rows).
+    m->kv().truncate(0);
+    double max_err_steps = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const auto l = m->forward(Batch::chain(std::span<const int32_t>(&ids[i], 1), static_cast<int>(i), true));
+      for (size_t v = 0; v < static_cast<size_t>(kVocab); ++v) {
+        max_err_steps = std::max(max_err_steps, std::fabs(static_cast<double>(l[v]) - exact[i * kVocab + v]));
+      }
+    }
+    INFO("token by token: normalized error " << max_err_steps / max_exact);
+    CHECK(max_err_steps / max_exact <= t.at("norm_tol").get<double>());
+    m->kv().truncate(0);
+    m->forward(Batch::chain(ids, 0, false));  // the prompt's K/V as the one batch wrote them
     int decisive = 0;
     for (int r : t.at("decisive_rows").get<std::vector<int>>()) {
       INFO("row " << r);
@@ -112,25 +126,15 @@ TEST_CASE("quantized llama files (Q8_0, Q4_K_M, Q6_K) match the exact reference 
   }
 }
 
-TEST_CASE("quantized qwen2 files from the shared cases match the exact reference (skipped when absent)", "[model][quant]") {
-  const std::string dir = test::source_dir() + "/../shared/cases/quant";
-  if (!std::filesystem::exists(dir + "/B-Q8_0.gguf")) {
-    WARN("SKIPPED: the shared quant cases (set B, qwen2) are not beside this checkout");
-    return;
-  }
+TEST_CASE("qwen2 files (F16, Q8_0, Q4_K_M, Q6_K) match the exact reference in the strict tier", "[model][quant]") {
+  const std::string dir = test::test_data("quant");
   const nlohmann::json seqs = read_json(dir + "/sequences.json");
   const nlohmann::json tol = read_json(dir + "/tolerances.json");
   for (const std::string name : {"B-F16", "B-Q8_0", "B-Q4_K_M", "B-Q6_K"}) {
     SECTION(name) {
-      try {
-        LlamaModel::Options o;
-        o.n_ctx = 256;
-        LlamaModel::load(dir + "/" + name + ".gguf", o);
-      } catch (const std::exception& e) {  // GgufError or ModelError, naming the architecture
-        if (std::string(e.what()).find("qwen2") == std::string::npos) throw;
-        WARN("SKIPPED: " << name << ": this engine refuses the qwen2 architecture (" << e.what() << ")");
-        return;
-      }
+      LlamaModel::Options o;
+      o.n_ctx = 256;
+      REQUIRE(LlamaModel::load(dir + "/" + name + ".gguf", o)->config().architecture == "qwen2");
       check_model(dir, name, seqs, tol);
     }
   }
