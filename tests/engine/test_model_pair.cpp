@@ -154,7 +154,7 @@ TEST_CASE("check_draft_vocab: the padding rule in both directions, and the share
   CHECK_FALSE(no.ok);
   CHECK(no.error.find("not padding") != std::string::npos);
   Vocab changed = padded;
-  changed.pieces[300] = "\xE2\x96\x81different";
+  changed.pieces[300] = "\xE2\x96\x81" "different";
   const VocabCheck no2 = check_draft_vocab(base, changed);
   CHECK_FALSE(no2.ok);
   CHECK(no2.error.find("token 300") != std::string::npos);
