@@ -61,3 +61,18 @@ TEST_CASE("GPU: quantized files stay in their types and match the exact referenc
     CHECK(e / s <= 1e-3);  // tolerances.json exact_math (the CPU backend: ~3e-7)
   }
 }
+
+TEST_CASE("GPU: a qwen2 model (Q/K/V biases, NeoX RoPE) is refused by the CUDA backend with the reason", "[cuda][backend]") {
+  LlamaModel::Options o;
+  o.backend = BackendKind::cuda;
+  o.n_ctx = 256;
+  try {
+    LlamaModel::load(quant_dir() + "/B-F16.gguf", o);
+    FAIL("the CUDA backend loaded a qwen2 model it cannot run");
+  } catch (const ModelError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("qwen2") != std::string::npos);
+    CHECK(m.find("Q/K/V biases") != std::string::npos);
+    CHECK(m.find("--backend cpu") != std::string::npos);
+  }
+}
