@@ -75,7 +75,7 @@ bool mentions(const std::vector<std::string>& lines, const std::string& s) {
 
 }  // namespace
 
-TEST_CASE("a draft whose vocabulary differs only by trailing padding is accepted; greedy identity holds", "[unit][model_pair]") {
+TEST_CASE("a draft whose vocabulary differs only by trailing padding is accepted, and greedy identity holds", "[unit][model_pair]") {
   SECTION("draft has more padding than the target") {
     PairOptions o;
     o.target_path = write(test::tiny_model(target_spec(0)), "t.gguf");
