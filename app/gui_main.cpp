@@ -32,7 +32,7 @@ struct Options {
 // this run and are not saved). Model paths are resolved here, not in the worker: without a
 // target the bundled target is used with the bundled draft (when present); with a target, a
 // draft only when one is named. A bad number returns nullopt with the reason in `o_error`.
-std::optional<Options> parse(const QApplication& app, QString& o_error) {
+std::optional<Options> parse(const QCoreApplication& app, QString& o_error) {
   QCommandLineParser p;
   p.setApplicationDescription(QStringLiteral("SpecChat: chat with a local LLM, sped up by lossless speculative decoding."));
   p.addHelpOption();
@@ -58,7 +58,7 @@ std::optional<Options> parse(const QApplication& app, QString& o_error) {
   const QCommandLineOption temperature({QStringLiteral("t"), QStringLiteral("temperature")},
                                        QStringLiteral("Sampling temperature (0 = greedy). Overrides the saved setting (default 0)."),
                                        QStringLiteral("T"), QStringLiteral("0"));
-  const QCommandLineOption seed(QStringLiteral("seed"), QStringLiteral("Sampling seed. Overrides the saved setting (default 0)."),
+  const QCommandLineOption seed(QStringLiteral("seed"), QStringLiteral("Sampling seed for every reply (pins it). Default: a fresh seed per reply at T > 0."),
                                 QStringLiteral("n"), QStringLiteral("0"));
   const QCommandLineOption settings_file(QStringLiteral("settings"),
                                          QStringLiteral("Settings file (INI). Default: the platform's location."),
@@ -107,6 +107,7 @@ std::optional<Options> parse(const QApplication& app, QString& o_error) {
   }
   if (p.isSet(seed)) {
     g.sampling.seed = p.value(seed).toULongLong(&ok);
+    g.pin_seed = true;  // a seed named on the command line is used for every reply
     if (bad(seed)) return std::nullopt;
   }
   QString& target = o.app.target_path;
@@ -119,9 +120,8 @@ std::optional<Options> parse(const QApplication& app, QString& o_error) {
     dpath.clear();
   } else if (p.isSet(draft)) {
     dpath = p.value(draft);
-  } else if (target.isEmpty() && dpath.isEmpty()) {
-    const QString bundled = QString::fromStdString(specchat::bundled_draft_path());
-    if (QFileInfo::exists(bundled)) dpath = bundled;
+  } else {
+    dpath = specchat::ui::models_to_load(o.app).draft;
   }
   if (p.isSet(db)) {
     o.database = p.value(db);
@@ -135,13 +135,36 @@ std::optional<Options> parse(const QApplication& app, QString& o_error) {
   return o;
 }
 
+// --help and --version only print: they must work without a display (a QApplication aborts when
+// no windowing system is reachable), so they are answered under a QCoreApplication.
+bool prints_only(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const QLatin1String a(argv[i]);
+    if (a == QLatin1String("-h") || a == QLatin1String("--help") || a == QLatin1String("--help-all") ||
+        a == QLatin1String("-?") || a == QLatin1String("-v") || a == QLatin1String("--version"))
+      return true;
+  }
+  return false;
+}
+
+void set_names() {
+  QCoreApplication::setApplicationName(QStringLiteral("SpecChat"));
+  QCoreApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  QApplication app(argc, argv);
-  QApplication::setApplicationName(QStringLiteral("SpecChat"));
-  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
   QString error;
+  if (prints_only(argc, argv)) {
+    QCoreApplication text_app(argc, argv);
+    set_names();
+    parse(text_app, error);  // prints and exits; returns only on a bad option value
+    std::fprintf(stderr, "specchat: %s (see --help)\n", qPrintable(error));
+    return 2;
+  }
+  QApplication app(argc, argv);
+  set_names();
   const std::optional<Options> parsed = parse(app, error);
   if (!parsed) {
     std::fprintf(stderr, "specchat: %s (see --help)\n", qPrintable(error));

@@ -5,6 +5,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -38,8 +39,9 @@ bool is_corruption(int rc) {
 
 sqlite3* open_connection(const std::string& path) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                                 nullptr);
+  // SQLITE_OPEN_URI: "file:...?mode=ro" opens read-only (what a write-protected file gives too).
+  const int rc = sqlite3_open_v2(path.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, nullptr);
   if (rc != SQLITE_OK) {
     const std::string msg = "cannot open database " + path + ": " +
                             (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -229,6 +231,14 @@ ConversationStore::~ConversationStore() { sqlite3_close_v2(db_); }
 
 int ConversationStore::schema_version() { return migrations::latest_version(); }
 
+bool ConversationStore::read_only() const { return sqlite3_db_readonly(db_, "main") == 1; }
+
+bool is_finish_reason(const std::string& finish) {
+  for (const char* name : {"", "length", "eos", "stop", "cancelled", "context_full"})
+    if (finish == name) return true;
+  return false;
+}
+
 int64_t ConversationStore::create_conversation(const std::string& title,
                                                const std::string& system_prompt) {
   sql::Transaction tx(db_);
@@ -308,6 +318,33 @@ void ConversationStore::set_message_active(int64_t message_id, bool active) {
   if (!conv) throw_no_message(message_id);
   set_message_active_row(db_, message_id, active);
   touch_conversation(db_, *conv);
+  tx.commit();
+}
+
+std::vector<Message> ConversationStore::reply_alternatives(int64_t reply_id) const {
+  const std::optional<int64_t> conv = message_conversation(db_, reply_id);
+  if (!conv) return {};
+  const std::vector<Message> all = rows::select_messages(db_, *conv, /*active_only=*/false);
+  const auto at = std::find_if(all.begin(), all.end(), [reply_id](const Message& m) { return m.id == reply_id; });
+  if (at == all.end() || at->role != "assistant") return {};
+  auto first = at, last = at + 1;
+  while (first != all.begin() && (first - 1)->role == "assistant") --first;
+  while (last != all.end() && last->role == "assistant") ++last;
+  return std::vector<Message>(first, last);
+}
+
+void ConversationStore::switch_alternative(int64_t from_id, int64_t to_id) {
+  const std::vector<Message> alts = reply_alternatives(from_id);
+  if (alts.empty()) throw_no_message(from_id);
+  const auto from = std::find_if(alts.begin(), alts.end(), [from_id](const Message& m) { return m.id == from_id; });
+  const bool sibling = std::any_of(alts.begin(), alts.end(), [to_id](const Message& m) { return m.id == to_id; });
+  if (!sibling) throw StorageError("invalid", "message " + std::to_string(to_id) + " is not an alternative of reply " +
+                                                  std::to_string(from_id));
+  if (!from->active) throw StorageError("invalid", "reply " + std::to_string(from_id) + " is not the active one");
+  sql::Transaction tx(db_);
+  set_message_active_row(db_, from_id, false);
+  set_message_active_row(db_, to_id, true);
+  touch_conversation(db_, from->conversation_id);
   tx.commit();
 }
 

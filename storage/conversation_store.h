@@ -76,7 +76,15 @@ struct Message {
   MessageStats stats;
   int64_t created_ms = 0;           // Unix epoch ms; 0 on add_message means "now"
   bool active = true;               // false: replaced by a regeneration, outside the context
+  // Assistant replies: why generation ended, engine/generator.h's finish_reason_name() ("length":
+  // max tokens reached, "eos": the model ended it, "stop": a stop string, "cancelled": the user
+  // stopped it, "context_full": the context window filled up); "" = unknown (user messages, rows
+  // stored before schema 4).
+  std::string finish;
 };
+
+// Whether `finish` is a value Message::finish may hold (one of the names above, or empty).
+bool is_finish_reason(const std::string& finish);
 
 // One generation run behind an assistant message (a row of `generations`): several per message
 // when a reply was regenerated with other settings. The JSON fields are stored as given (must be
@@ -135,8 +143,8 @@ std::vector<int32_t> pair_unalign(const std::vector<int32_t>& padded);
 
 class ConversationStore {
  public:
-  // Opens or creates the database at `path` (":memory:" allowed; the parent directory must
-  // exist), migrating an older schema forward. A file that is not a database or fails
+  // Opens or creates the database at `path` (":memory:" allowed, and SQLite URI filenames such
+  // as "file:/x/chat.sqlite?mode=ro"; the parent directory must exist), migrating an older schema forward. A file that is not a database or fails
   // PRAGMA quick_check is renamed to <path>.corrupt-<epoch ms> (with its -wal/-journal files)
   // and a fresh database is created; open_info() says so. Throws StorageError: "newer_schema",
   // "foreign_database", "io", "busy".
@@ -146,6 +154,10 @@ class ConversationStore {
   ConversationStore& operator=(const ConversationStore&) = delete;
 
   const StoreOpenInfo& open_info() const { return info_; }
+  // True when the connection cannot write: the file (or a URI with mode=ro) is read-only, e.g.
+  // chmod a-w or chattr +i. Reads work; every write throws StorageError "io". Checked once at
+  // open so the app can say at start that nothing will be saved.
+  bool read_only() const;
   static int schema_version();  // the version this build writes (PRAGMA user_version)
   const std::string& path() const { return path_; }
 
@@ -178,6 +190,14 @@ class ConversationStore {
   // Throws StorageError "not_found" for an unknown id.
   void set_message_active(int64_t message_id, bool active);
   void delete_message(int64_t message_id);  // unknown id: no-op
+  // The alternatives of reply `reply_id`: the run of assistant messages stored one after another
+  // at its place (Regenerate appends the new reply right after the one it replaces), active or
+  // not, in insertion order; the reply itself included. Empty for an unknown id or a non-reply.
+  std::vector<Message> reply_alternatives(int64_t reply_id) const;
+  // Makes alternative `to_id` the active reply instead of `from_id`, in one transaction.
+  // Throws StorageError "not_found" (unknown id) or "invalid" (not two alternatives of one place,
+  // as reply_alternatives defines them, or `from_id` not active).
+  void switch_alternative(int64_t from_id, int64_t to_id);
 
   // ---- search, generations, models, compare runs, import (store_records.cpp) ----
 

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <ctime>
+#include <string>
+#include <vector>
 
 namespace specchat {
 namespace {
@@ -103,6 +105,41 @@ h1 { font-size: 1.5rem; margin: 0 0 .25rem; }
 .stats { color: var(--muted); font-size: .8rem; margin-top: .5rem; }
 )css";
 
+// Chat text keeps its line breaks in Markdown: a single newline between two non-empty lines
+// becomes a hard line break (two trailing spaces, CommonMark §6.7), which Markdown would
+// otherwise join into one paragraph. Lines inside ``` / ~~~ fences stay as they are.
+std::string markdown_line_breaks(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == '\n') {
+      lines.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  auto is_fence = [](const std::string& l) {
+    const size_t p = l.find_first_not_of(' ');
+    return p != std::string::npos && p < 4 && (l.compare(p, 3, "```") == 0 || l.compare(p, 3, "~~~") == 0);
+  };
+  auto blank = [](const std::string& l) { return l.find_first_not_of(" \t\r") == std::string::npos; };
+  std::string out;
+  bool in_fence = false;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    const bool fence = is_fence(l);
+    out += l;
+    if (i + 1 < lines.size()) {
+      const bool next_fence = is_fence(lines[i + 1]);
+      if (!in_fence && !fence && !next_fence && !blank(l) && !blank(lines[i + 1]) &&
+          !(l.size() >= 2 && l.compare(l.size() - 2, 2, "  ") == 0))
+        out += "  ";
+      out += '\n';
+    }
+    if (fence) in_fence = !in_fence;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string export_markdown(const Conversation& c, const std::vector<Message>& messages) {
@@ -124,7 +161,7 @@ std::string export_markdown(const Conversation& c, const std::vector<Message>& m
   }
   for (const Message& m : messages) {
     if (!m.active) continue;
-    out += std::string("**") + role_label(m.role) + "**\n\n" + m.text + "\n\n";
+    out += std::string("**") + role_label(m.role) + "**\n\n" + markdown_line_breaks(m.text) + "\n\n";
     if (has_stats(m)) {  // appended piecewise: "*" + std::string trips GCC bug 105329 (-Wrestrict)
       out += '*';
       out += stats_line(m);

@@ -35,6 +35,7 @@ OrderedJson message_to_json(const Message& m) {
           {"template_name", m.template_name},
           {"stats", stats},
           {"active", m.active},
+          {"finish", m.finish},
           {"created_ms", m.created_ms}};
 }
 
@@ -176,6 +177,9 @@ Message parse_message(const Json& j, const std::string& path) {
       invalid(member_path(path, "active"), std::string("expected true or false, found ") + type_name(*a));
     m.active = a->get<bool>();
   }
+  m.finish = get_string(j, path, "finish", false);
+  if (!is_finish_reason(m.finish))
+    invalid(member_path(path, "finish"), "'" + m.finish + "' is not length, eos, stop, cancelled or context_full");
   m.created_ms = get_int(j, path, "created_ms", 0, kMaxI64, 0);
   return m;
 }

@@ -115,6 +115,12 @@ constexpr const char* kSchemaV3 = "ALTER TABLE compare_runs ADD COLUMN total_tim
 constexpr const char* kSelectCompareSides = "SELECT id, baseline_json, speculative_json FROM compare_runs";
 constexpr const char* kUpdateCompareRatios = "UPDATE compare_runs SET speedup = ?2, total_time_ratio = ?3 WHERE id = ?1";
 
+// Version 4: why each reply ended (issue 12), so a reply cut by max tokens or a full context says
+// so after a restart: engine/generator.h's finish_reason_name() ("length", "eos", "stop",
+// "cancelled", "context_full"); '' for user messages and for replies stored before, whose reason
+// was never recorded.
+constexpr const char* kSchemaV4 = "ALTER TABLE messages ADD COLUMN finish TEXT NOT NULL DEFAULT ''";
+
 constexpr const char* kSelectUserVersion = "PRAGMA user_version";
 // One statement, so one snapshot: read separately, a connection racing ours to create the same
 // new file could commit in between and make it look like another program's file.
@@ -156,6 +162,8 @@ void apply_v3(sqlite3* db) {
     st.bind(1, r.id).bind_real(2, r.speedup).bind_real(3, r.total_time_ratio).run();
   }
 }
+
+void apply_v4(sqlite3* db) { sql::exec(db, kSchemaV4, "migration 4 (messages.finish)"); }
 
 int64_t select_int(sqlite3* db, const char* query) {
   sql::Stmt st(db, query, query);
@@ -207,6 +215,7 @@ const std::vector<Step>& steps() {
       {1, "initial schema: conversations, messages, generations, models", apply_v1},
       {2, "compare_runs: saved baseline vs speculative comparisons", apply_v2},
       {3, "compare_runs: speedup is the decode tokens/s ratio, total_time_ratio beside it", apply_v3},
+      {4, "messages.finish: why each reply ended", apply_v4},
   };
   return kSteps;
 }

@@ -34,11 +34,11 @@ std::vector<int32_t> decode_ids(const std::vector<uint8_t>& blob) {
 
 constexpr const char* kInsertMessage =
     "INSERT INTO messages (conversation_id, role, text, token_ids, raw_len, latent_len, n_tokens, "
-    "drafted, tokenizer_hash, template_name, stats_json, created_ms, active) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+    "drafted, tokenizer_hash, template_name, stats_json, created_ms, active, finish) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 #define SPECCHAT_MESSAGE_COLUMNS                                                          \
   "SELECT id, conversation_id, role, text, token_ids, raw_len, latent_len, n_tokens, drafted, " \
-  "tokenizer_hash, template_name, stats_json, created_ms, active FROM messages "
+  "tokenizer_hash, template_name, stats_json, created_ms, active, finish FROM messages "
 constexpr const char* kSelectActiveMessages =
     SPECCHAT_MESSAGE_COLUMNS "WHERE conversation_id = ?1 AND active = 1 ORDER BY id";
 constexpr const char* kSelectAllMessages =
@@ -72,6 +72,7 @@ Message read_message(const sql::Stmt& st) {
   m.stats.n_tokens = static_cast<int>(st.int64(7));
   m.created_ms = st.int64(12);
   m.active = st.int64(13) != 0;
+  m.finish = st.text(14);
   return m;
 }
 
@@ -130,6 +131,9 @@ void validate_message(const Message& m) {
     if (m.drafted[i] > 1)
       throw StorageError("invalid", "drafted[" + std::to_string(i) + "] is " +
                                         std::to_string(m.drafted[i]) + " (must be 0 or 1)");
+  if (!is_finish_reason(m.finish))
+    throw StorageError("invalid", "finish reason '" + m.finish +
+                                      "' is not length, eos, stop, cancelled, context_full or empty");
 }
 
 int64_t insert_message(sqlite3* db, const Message& m) {
@@ -149,7 +153,7 @@ int64_t insert_message(sqlite3* db, const Message& m) {
   st.bind(9, static_cast<int64_t>(m.tokenizer_hash)).bind(10, m.template_name);  // bit-for-bit
   st.bind(11, stats_to_json(m.stats).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   st.bind(12, m.created_ms ? m.created_ms : sql::now_ms());
-  st.bind(13, int64_t{m.active ? 1 : 0}).run();
+  st.bind(13, int64_t{m.active ? 1 : 0}).bind(14, m.finish).run();
   return sqlite3_last_insert_rowid(db);
 }
 

@@ -26,7 +26,8 @@ nlohmann::json stats_to_json(const MessageStats& s);
 MessageStats stats_from_json(const std::string& text);
 
 // Throws StorageError "invalid" when m breaks the store's rules: role not system/user/assistant,
-// a negative token id, drafted neither empty nor one 0/1 entry per token.
+// a negative token id, drafted neither empty nor one 0/1 entry per token, a finish reason that
+// is_finish_reason() refuses.
 void validate_message(const Message& m);
 
 // Validates m, then inserts one row into m.conversation_id (created_ms 0 = now). Returns the new

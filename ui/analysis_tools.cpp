@@ -3,10 +3,14 @@
 #include <QAction>
 #include <QKeySequence>
 #include <QPlainTextEdit>
+#include <QScrollArea>
+#include <QScrollBar>
 
 #include "ui/chat_controller.h"
 #include "ui/chat_view.h"
 #include "ui/compare_view.h"
+#include "ui/context_meter.h"
+#include "ui/prompt_edit.h"
 #include "ui/engine_worker.h"
 #include "ui/live_panel.h"
 #include "ui/main_window.h"
@@ -17,8 +21,32 @@ namespace specchat::ui {
 AnalysisTools install_analysis_tools(MainWindow& window, EngineWorker* worker, ChatController* controller) {
   AnalysisTools t;
   t.live_panel = new LivePanel;
-  QObject::connect(worker, &EngineWorker::statsUpdated, t.live_panel, &LivePanel::setStats, Qt::QueuedConnection);
-  window.setLivePanel(t.live_panel);
+  // The live panel is the chat's: a compare run's statistics show in the compare window and
+  // must not replace the panel's last reply.
+  QObject::connect(
+      worker, &EngineWorker::statsUpdated, t.live_panel,
+      [panel = t.live_panel](const LiveStats& s) {
+        if (!is_compare_job(s.job_id)) panel->setStats(s);
+      },
+      Qt::QueuedConnection);
+  // The selected conversation's last reply (from its stored record), also after a restart.
+  QObject::connect(controller, &ChatController::lastReplyStats, t.live_panel,
+                   [panel = t.live_panel](bool found, const LiveStats& s) {
+                     if (found) {
+                       panel->setStats(s);
+                     } else {
+                       panel->clear();
+                     }
+                   });
+  // At a small window size the panel scrolls instead of squeezing its rows over each other.
+  auto* scroll = new QScrollArea;
+  scroll->setObjectName(QStringLiteral("livePanelScroll"));
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setWidget(t.live_panel);
+  scroll->setMinimumWidth(t.live_panel->minimumSizeHint().width() + scroll->verticalScrollBar()->sizeHint().width());
+  window.setLivePanel(scroll);
 
   t.show_live_action = new QAction(QObject::tr("&Live panel"), &window);
   t.show_live_action->setObjectName(QStringLiteral("showLivePanelAction"));
@@ -46,6 +74,7 @@ AnalysisTools install_analysis_tools(MainWindow& window, EngineWorker* worker, C
   t.compare_action->setToolTip(QObject::tr("Run one prompt baseline and speculative, side by side"));
   QObject::connect(t.compare_action, &QAction::triggered, &window, [&window, compare = t.compare, controller] {
     compare->setSettings(controller->settings());
+    compare->setChatBusy(controller->isBusy());
     compare->setSystemPrompt(controller->systemPrompt());
     compare->setConversationId(controller->conversationId() > 0 ? controller->conversationId() : 0);
     auto* input = compare->findChild<QPlainTextEdit*>(QStringLiteral("compareInput"));
@@ -59,7 +88,15 @@ AnalysisTools install_analysis_tools(MainWindow& window, EngineWorker* worker, C
     compare->raise();
     compare->activateWindow();
   });
+  QObject::connect(controller, &ChatController::busyChanged, t.compare, &CompareView::setChatBusy);
   window.addViewAction(t.compare_action);
+
+  auto* input = window.findChild<PromptEdit*>(QStringLiteral("promptInput"));
+  auto* chat = window.findChild<ChatView*>(QStringLiteral("chatView"));
+  if (input && chat) {
+    t.context_meter = new ContextMeter(controller, worker, input, chat);
+    window.setContextMeter(t.context_meter);
+  }
   return t;
 }
 

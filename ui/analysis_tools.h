@@ -1,6 +1,6 @@
 // Plugs the speculative-decoding tools into a MainWindow: the live panel (right-hand slot,
 // fed by EngineWorker::statsUpdated), the "Highlight draft tokens" toggle of the chat view and
-// "Compare…" (Ctrl+K, a separate window running EngineWorker::compare). One call from
+// "Compare…" (Ctrl+K, a separate window running EngineWorker::compare), and the context meter. One call from
 // gui_main, so the window itself needs no knowledge of them.
 #pragma once
 
@@ -10,6 +10,7 @@ namespace specchat::ui {
 
 class ChatController;
 class CompareView;
+class ContextMeter;
 class EngineWorker;
 class LivePanel;
 class MainWindow;
@@ -20,6 +21,7 @@ struct AnalysisTools {
   QAction* compare_action = nullptr;    // View > Compare… (Ctrl+K), object name compareAction
   QAction* show_drafts_action = nullptr;  // View > Highlight draft tokens (the ChatView's)
   QAction* show_live_action = nullptr;    // View > Live panel, object name showLivePanelAction
+  ContextMeter* context_meter = nullptr;  // under the input box (ui/context_meter.h)
 };
 
 // `worker` and `controller` must outlive `window`. Compare takes the controller's generation

@@ -55,6 +55,24 @@ ChatController::ChatController(EngineWorker* worker, const QString& database_pat
   StorageWorker* sw = storage_.worker();
   connect(sw, &StorageWorker::conversationsListed, &conversations_,
           &ConversationListModel::setConversations, Qt::QueuedConnection);
+  connect(sw, &StorageWorker::conversationsListed, this, &ChatController::onListed, Qt::QueuedConnection);
+  connect(sw, &StorageWorker::messageSaveFailed, this, &ChatController::onMessageSaveFailed, Qt::QueuedConnection);
+  connect(sw, &StorageWorker::renameFailed, this, &ChatController::onRenameFailed, Qt::QueuedConnection);
+  connect(sw, &StorageWorker::alternativesLoaded, this,
+          [this](qint64 reply_id, const QList<qint64>& ids, int active) {
+            const int last = model_.rowCount() - 1;
+            if (last < 0 || model_.item(last).id != reply_id || active < 0) return;
+            alt_ids_ = ids;
+            alt_reply_ = reply_id;
+            model_.setAlternatives(last, active, static_cast<int>(ids.size()));
+          },
+          Qt::QueuedConnection);
+  connect(sw, &StorageWorker::lastGeneration, this,
+          [this](qint64 id, bool found, const GenerationRecord& g) {
+            if (id != conversation_id_ || isBusy()) return;  // another conversation, or a newer reply
+            Q_EMIT lastReplyStats(found, found ? live_stats_from_record(g) : LiveStats{});
+          },
+          Qt::QueuedConnection);
   connect(sw, &StorageWorker::conversationCreated, this, &ChatController::onConversationCreated,
           Qt::QueuedConnection);
   connect(sw, &StorageWorker::conversationLoaded, this, &ChatController::onConversationLoaded,
@@ -91,6 +109,7 @@ ChatController::~ChatController() {
 
 void ChatController::applyOpen(const StorageOpenResult& r) {
   persistent_ = r.ok;
+  read_only_ = r.ok && r.read_only;
   // Kept for the whole session: the "Ready" line after a model load must not hide that
   // conversations are not being saved, or that a corrupt file was moved aside.
   storage_notice_ = r.status;
@@ -123,6 +142,14 @@ void ChatController::showConversation(const Conversation& c, const std::vector<M
   setTitle(QString::fromStdString(c.title));
   Q_EMIT systemPromptChanged(system_prompt_);
   Q_EMIT conversationChanged(conversation_id_);
+  alt_ids_.clear();
+  alt_reply_ = 0;
+  requestAlternatives();
+  if (persistent_ && conversation_id_ > 0) {
+    post([id = conversation_id_](StorageWorker* w) { w->loadLastGeneration(id); });
+  } else {
+    Q_EMIT lastReplyStats(false, LiveStats{});
+  }
 }
 
 void ChatController::post(std::function<void(StorageWorker*)> request) {
@@ -131,6 +158,10 @@ void ChatController::post(std::function<void(StorageWorker*)> request) {
 }
 
 qint64 ChatController::save(int row, const Message& m, qint64 replaced_id) {
+  if (read_only_) {
+    model_.setSaveError(row, tr("the conversation history is read-only"));
+    return 0;
+  }
   if (!persistent_ || conversation_id_ == 0) return 0;
   const qint64 pending = nextPending();
   model_.setMessageId(row, pending);
@@ -140,6 +171,15 @@ qint64 ChatController::save(int row, const Message& m, qint64 replaced_id) {
     post([a0 = pending, a1 = m](StorageWorker* w) { w->addMessage(a0, a1); });
   }
   return pending;
+}
+
+std::vector<ContextMessage> ChatController::contextMessages() const {
+  std::vector<ContextMessage> out;
+  if (!system_prompt_.trimmed().isEmpty()) {
+    out.push_back(ContextMessage{ChatMessage{"system", system_prompt_.toStdString()}, {}, 0, {}});
+  }
+  for (ContextMessage& cm : model_.contextMessages()) out.push_back(std::move(cm));
+  return out;
 }
 
 QString ChatController::messageText(int row) const {
@@ -183,16 +223,11 @@ void ChatController::startReply() {
   job.id = ++next_job_id_;
   job.conversation_id = conversation_id_;
   // The system prompt goes first: it frames every turn (ChatMessage order = context order).
-  if (!system_prompt_.trimmed().isEmpty()) job.messages.push_back(ChatMessage{"system", system_prompt_.toStdString()});
-  if (!system_prompt_.trimmed().isEmpty()) {
-    job.context.push_back(ContextMessage{ChatMessage{"system", system_prompt_.toStdString()}, {}, 0, {}});
-  }
   // The same turns with each reply's stored ids: the engine reuses them (and the KV prefix).
-  for (ContextMessage& cm : model_.contextMessages()) {
-    job.messages.push_back(cm.message);
-    job.context.push_back(std::move(cm));
-  }
-  job.settings = settings_;
+  job.context = contextMessages();
+  for (const ContextMessage& cm : job.context) job.messages.push_back(cm.message);
+  job.settings = request_settings(settings_);  // a fresh seed per reply unless pinned
+  job_settings_ = job.settings;
 
   ChatItem reply;
   reply.role = QStringLiteral("assistant");
@@ -200,6 +235,7 @@ void ChatController::startReply() {
   reply_row_ = model_.append(reply);
   setBusy(job.id);
   setStats(tr("generating\u2026"));
+  if (!engine_error_ || models_loaded_) setStatus(generatingText(), false);
   Q_EMIT generateRequested(job);
 }
 
@@ -229,12 +265,18 @@ void ChatController::abandonReply() {
     abandoned_ = Abandoned{current_job_, conversation_id_, replaced_ ? replaced_->id : 0};
   }
   stop();
+  const bool was_busy = isBusy();
   setBusy(0);
   reply_row_ = -1;
   replaced_.reset();
+  if (was_busy && status_text_ == generatingText()) restoreReadyStatus();
 }
 
 void ChatController::newConversation() {
+  if (!isBusy() && loading_id_ == 0 && model_.rowCount() == 0 && title_ == QLatin1String(kNewTitle) &&
+      system_prompt_.isEmpty()) {
+    return;  // the open conversation is still empty: reuse it
+  }
   abandonReply();
   if (context_notice_ && !ready_text_.isEmpty()) setStatus(ready_text_, storage_notice_is_error_);
   context_notice_ = false;
@@ -259,6 +301,12 @@ void ChatController::openConversation(qint64 id) {
 void ChatController::renameConversation(qint64 id, const QString& title) {
   const QString t = title.simplified();
   if (t.isEmpty()) return;
+  if (read_only_) {
+    setStatus(tr("Could not rename the conversation: the conversation history is read-only."), true);
+    // Title and list keep the stored name (an edit in the list shows the new one at once).
+    post([f = search_](StorageWorker* w) { w->setFilter(f); });
+    return;
+  }
   if (id == conversation_id_) setTitle(t);
   if (!persistent_) return;
   post([a0 = id, a1 = t](StorageWorker* w) { w->renameConversation(a0, a1); });
@@ -311,6 +359,8 @@ void ChatController::commitPendingDelete() {
 }
 
 void ChatController::setSearch(const QString& text) {
+  search_ = text.trimmed();
+  Q_EMIT searchChanged(search_);
   if (!persistent_) return;
   post([a0 = text](StorageWorker* w) { w->setFilter(a0); });
 }
@@ -342,6 +392,7 @@ void ChatController::onConversationCreated(qint64 pending_id, const Conversation
     pending_delete_ = c.id;
     conversations_.setHidden(c.id, true);
   }
+  created_ids_.insert(pending_id, c.id);
   if (conversation_id_ == pending_id) {
     conversation_id_ = c.id;
     Q_EMIT conversationChanged(conversation_id_);
@@ -358,10 +409,49 @@ void ChatController::onMessageSaved(qint64 pending_id, qint64 id) {
   for (int row = 0; row < model_.rowCount(); ++row) {
     if (model_.item(row).id == pending_id) {
       model_.setMessageId(row, id);
+      if (row == model_.rowCount() - 1) requestAlternatives();  // a regenerated reply: "‹ n/n ›"
       break;
     }
   }
   if (replaced_ && replaced_->id == pending_id) replaced_->id = id;
+}
+
+void ChatController::onMessageSaveFailed(qint64 pending_id, const QString& reason) {
+  for (int row = 0; row < model_.rowCount(); ++row) {
+    if (model_.item(row).id == pending_id) {
+      model_.setMessageId(row, 0);
+      model_.setSaveError(row, reason);
+      break;
+    }
+  }
+  if (replaced_ && replaced_->id == pending_id) replaced_->id = 0;
+  setStatus(tr("A message could not be saved: %1").arg(reason), true);
+}
+
+void ChatController::onRenameFailed(qint64 id, const QString& stored_title, const QString& reason) {
+  Q_UNUSED(reason);  // StorageWorker::failed reports it on the status line
+  const qint64 real = id < 0 ? created_ids_.value(id, 0) : id;
+  if (id == conversation_id_ || (real != 0 && real == conversation_id_)) {
+    setTitle(stored_title.isEmpty() ? QString::fromUtf8(kNewTitle) : stored_title);
+  }
+}
+
+void ChatController::onListed(const std::vector<Conversation>& list) {
+  if (search_.isEmpty() || list.empty() || loading_id_ != 0) return;
+  for (const Conversation& c : list) {
+    if (c.id == conversation_id_) return;  // the open one matches: keep it
+  }
+  openConversation(list.front().id);  // the open one is filtered out: show the best match
+}
+
+QString ChatController::generatingText() const { return tr("Generating a reply\u2026"); }
+
+void ChatController::restoreReadyStatus() {
+  if (!ready_text_.isEmpty()) {
+    setStatus(ready_text_, storage_notice_is_error_);
+  } else {
+    setStatus(storage_notice_, storage_notice_is_error_);
+  }
 }
 
 void ChatController::setBusy(quint64 job_id) {
@@ -400,7 +490,8 @@ void ChatController::onModelsLoaded(const ModelInfo& info) {
   if (!storage_notice_.isEmpty()) text += QStringLiteral(" \u00b7 ") + storage_notice_;
   ready_text_ = text;
   engine_error_ = false;
-  setStatus(text, storage_notice_is_error_);
+  // A first Send loads the models lazily: the reply is being generated, which "Ready" would deny.
+  setStatus(isBusy() ? generatingText() : text, isBusy() ? false : storage_notice_is_error_);
   // The models table: path, size, SHA-256 (hashed on the storage thread), architecture.
   if (persistent_) {
     post([t = info.target_path, d = info.draft_path](StorageWorker* w) {
@@ -419,7 +510,8 @@ void ChatController::onToken(quint64 job_id, const QString& text, bool drafted, 
   if (job_id != current_job_ || reply_row_ < 0) return;  // a stale job's late tokens
   model_.appendToken(reply_row_, text, drafted, step);
   const ChatItem& it = model_.item(reply_row_);
-  setStats(tr("generating\u2026 %1 tokens \u00b7 %2 drafted").arg(it.n_tokens).arg(it.n_drafted));
+  // Accepted draft tokens, as the live panel's "accepted" (its "proposed" counts what was drafted).
+  setStats(tr("generating\u2026 %1 tokens \u00b7 %2 from accepted drafts").arg(it.n_tokens).arg(it.n_drafted));
 }
 
 Message ChatController::replyMessage(const GenerationSummary& s, qint64 conversation_id) const {
@@ -432,6 +524,8 @@ Message ChatController::replyMessage(const GenerationSummary& s, qint64 conversa
   m.tokenizer_hash = s.tokenizer_hash;
   m.template_name = s.template_name.toStdString();
   m.stats = to_message_stats(s.stats, s.speculative);
+  m.finish = s.finish.toStdString();
+  if (!is_finish_reason(m.finish)) m.finish.clear();
   m.created_ms = now_ms();
   return m;
 }
@@ -454,6 +548,7 @@ void ChatController::onFinished(const GenerationSummary& s) {
   const int row = reply_row_;
   reply_row_ = -1;
   setBusy(0);
+  const bool generating_shown = status_text_ == generatingText();
   const bool cancelled = s.finish == QLatin1String("cancelled");
   const bool failed = s.finish == QLatin1String("error");
   if (failed || (cancelled && s.tokens.empty())) {
@@ -473,6 +568,7 @@ void ChatController::onFinished(const GenerationSummary& s) {
       error_row_ = model_.append(err);
     }
     setStats(cancelled ? tr("stopped") : QString());
+    if (!failed && generating_shown) restoreReadyStatus();
     return;
   }
   if (s.n_dropped_messages > 0) {
@@ -480,7 +576,7 @@ void ChatController::onFinished(const GenerationSummary& s) {
                  s.n_dropped_messages),
               false);
     context_notice_ = true;
-  } else if (engine_error_ && !ready_text_.isEmpty()) {
+  } else if ((engine_error_ || generating_shown) && !ready_text_.isEmpty()) {
     // The engine works again: the old error no longer applies (a storage problem still does).
     setStatus(ready_text_, storage_notice_is_error_);
   }
@@ -495,7 +591,7 @@ void ChatController::onFinished(const GenerationSummary& s) {
   replaced_.reset();
   const qint64 pending = save(row, m, replaced_id);
   if (pending != 0) {
-    post([pending, g = to_generation_record(s, settings_)](StorageWorker* w) { w->recordGeneration(pending, g); });
+    post([pending, g = to_generation_record(s, job_settings_)](StorageWorker* w) { w->recordGeneration(pending, g); });
   }
 }
 

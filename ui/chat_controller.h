@@ -9,6 +9,7 @@
 // pending id until the worker reports the real one (storage_worker.h).
 #pragma once
 
+#include <QHash>
 #include <QObject>
 #include <QString>
 #include <QTimer>
@@ -48,6 +49,11 @@ class ChatController : public QObject {
   ConversationListModel* conversations() { return &conversations_; }
   bool isBusy() const { return current_job_ != 0; }
   bool isPersistent() const { return persistent_; }
+  // The database opened read-only: conversations can be read, nothing new is saved (each
+  // message then says so).
+  bool isReadOnly() const { return read_only_; }
+  // The text the conversation list is filtered by (setSearch); empty = none.
+  QString searchText() const { return search_; }
   // Storage id of the open conversation: > 0 saved, < 0 pending creation, 0 unsaved.
   qint64 conversationId() const { return conversation_id_; }
   QString title() const { return title_; }
@@ -60,6 +66,9 @@ class ChatController : public QObject {
   void setSettings(const GenerationSettings& s) { settings_ = s; }
   // The conversation whose deletion waits for its undo window; 0 when none.
   qint64 pendingDeleteId() const { return pending_delete_; }
+  // The context of the next request without its new user turn: the system prompt first (when
+  // set), then the conversation's turns with each reply's stored token ids.
+  std::vector<ContextMessage> contextMessages() const;
   // Text of chat row `row` (for Copy); empty when out of range.
   QString messageText(int row) const;
   // Waits until every queued database write has run (tests, export of what was just sent).
@@ -75,7 +84,21 @@ class ChatController : public QObject {
   // (add_message_replacing) and comes back in the view when the new one fails. When the last
   // message is the user's (its reply failed), generates the missing reply.
   void regenerate();
+  // Edit and resend: user message `row` becomes `text` on a new branch. The old message and
+  // everything after it stay in the database as an inactive branch (add_message_replacing); the
+  // view shows the path up to the new message and a reply is generated for it. Ignored while
+  // busy, for a row that is not the user's, or for blank text.
+  void editMessage(int row, const QString& text);
+  // Deletes message `row` from the view and the database (delete_message); the rest of the
+  // path stays. Ignored while busy.
+  void deleteMessage(int row);
+  // Shows the previous (`delta` -1) or next (+1) regenerated alternative of the last reply and
+  // makes it the active branch (stored: it is what opens after a restart, and what the next
+  // context is built from). Ignored while busy or without alternatives.
+  void showAlternative(int delta);
   // Starts an empty conversation (stops a running reply first, saving it like openConversation).
+  // When the open conversation is already empty (no messages, untitled, no system prompt) it is
+  // reused instead of adding another empty one to the list.
   void newConversation();
   // Shows conversation `id` (its active messages and system prompt). A running reply is
   // stopped; what it produced is saved to the conversation it belongs to.
@@ -89,7 +112,9 @@ class ChatController : public QObject {
   void deleteConversation(qint64 id);
   void undoDelete();
   void commitPendingDelete();
-  // Filters the conversation list by text (search_conversations); empty shows all.
+  // Filters the conversation list by text (search_conversations); empty shows all. When the
+  // open conversation is filtered out, the first match opens; searchChanged tells the chat view
+  // what to highlight.
   void setSearch(const QString& text);
   // Writes the open conversation to `path`; exported or statusChanged(error) follows.
   void exportConversation(specchat::ui::ExportFormat format, const QString& path);
@@ -112,6 +137,10 @@ class ChatController : public QObject {
   void deleteSettled();                      // undone or committed
   void exported(const QString& path);
   void imported(qint64 id);
+  void searchChanged(const QString& text);
+  // The open conversation's last reply as the live panel shows it (from its stored generation
+  // record), or none (`found` false): sent after a conversation is shown.
+  void lastReplyStats(bool found, const specchat::ui::LiveStats& stats);
   // Connected (queued) to EngineWorker::generate.
   void generateRequested(const specchat::ui::GenerateJob& job);
 
@@ -140,12 +169,24 @@ class ChatController : public QObject {
   void onConversationCreated(qint64 pending_id, const specchat::Conversation& c);
   void onConversationLoaded(const specchat::Conversation& c, const std::vector<specchat::Message>& messages);
   void onMessageSaved(qint64 pending_id, qint64 id);
+  void onMessageSaveFailed(qint64 pending_id, const QString& reason);
+  void onRenameFailed(qint64 id, const QString& stored_title, const QString& reason);
+  void requestAlternatives();  // for the last reply, when it is stored
+  void onListed(const std::vector<specchat::Conversation>& list);
+  // The status line after a reply: the models' "Ready" line (with any storage notice).
+  void restoreReadyStatus();
+  QString generatingText() const;
 
   EngineWorker* worker_;
   ChatModel model_;
   ConversationListModel conversations_;
   StorageHost storage_;
   bool persistent_ = false;
+  bool read_only_ = false;
+  QString search_;
+  QHash<qint64, qint64> created_ids_;  // pending conversation id -> real id
+  QList<qint64> alt_ids_;              // the last reply's alternatives (storage ids), in order
+  qint64 alt_reply_ = 0;               // the reply they belong to
   qint64 conversation_id_ = 0;
   qint64 loading_id_ = 0;        // conversation requested, not yet loaded
   qint64 last_pending_ = 0;      // pending ids count down from -1
@@ -153,6 +194,7 @@ class ChatController : public QObject {
   QString system_prompt_;
   std::string template_name_;    // of the loaded models, stored with user messages
   GenerationSettings settings_;
+  GenerationSettings job_settings_;  // what the running reply was asked with (its seed included)
   quint64 next_job_id_ = 0;
   quint64 current_job_ = 0;      // 0 = idle
   int reply_row_ = -1;           // model row the current reply streams into

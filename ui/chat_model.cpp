@@ -1,8 +1,18 @@
 #include "ui/chat_model.h"
 
+#include <QPoint>
+
 #include "ui/engine_types.h"
 
 namespace specchat::ui {
+
+QString finish_reason_text(const QString& finish) {
+  if (finish == QLatin1String("length")) return ChatModel::tr("cut off: max tokens per reply reached");
+  if (finish == QLatin1String("context_full")) return ChatModel::tr("cut off: the context window is full");
+  if (finish == QLatin1String("stop")) return ChatModel::tr("ended at a stop string");
+  if (finish == QLatin1String("cancelled")) return ChatModel::tr("stopped by you");
+  return {};
+}
 
 ChatModel::ChatModel(QObject* parent) : QAbstractListModel(parent) {}
 
@@ -25,6 +35,8 @@ QVariant ChatModel::data(const QModelIndex& index, int role) const {
     case FinishRole: return it.finish;
     case MessageIdRole: return it.id;
     case PiecesRole: return QVariant::fromValue(it.pieces);
+    case SaveErrorRole: return it.save_error;
+    case AlternativesRole: return QPoint(it.alt_index, it.alt_count);
     default: return {};
   }
 }
@@ -38,7 +50,8 @@ QHash<int, QByteArray> ChatModel::roleNames() const {
           {StatsRole, "stats"},
           {StatsTextRole, "statsText"},
           {FinishRole, "finish"},
-          {MessageIdRole, "messageId"}, {PiecesRole, "pieces"}};
+          {MessageIdRole, "messageId"}, {PiecesRole, "pieces"},
+          {SaveErrorRole, "saveError"}};
 }
 
 void ChatModel::setItems(QList<ChatItem> items) {
@@ -90,6 +103,19 @@ void ChatModel::finishReply(int row, const QString& text, const MessageStats& st
   it.finish = finish;
   changed(row, {Qt::DisplayRole, TextRole, StreamingRole, TokenCountRole, DraftedCountRole, StatsRole,
                 StatsTextRole, FinishRole});
+}
+
+void ChatModel::setAlternatives(int row, int index, int count) {
+  if (row < 0 || row >= items_.size()) return;
+  items_[row].alt_index = index;
+  items_[row].alt_count = count;
+  changed(row, {AlternativesRole});
+}
+
+void ChatModel::setSaveError(int row, const QString& reason) {
+  if (row < 0 || row >= items_.size()) return;
+  items_[row].save_error = reason;
+  changed(row, {SaveErrorRole});
 }
 
 void ChatModel::setMessageId(int row, qint64 id) {
@@ -147,6 +173,7 @@ ChatItem ChatModel::fromMessage(const Message& m) {
   it.n_drafted = m.stats.n_accepted;
   it.has_stats = m.role == "assistant" && !m.stats.mode.empty();
   it.stats = m.stats;
+  it.finish = QString::fromStdString(m.finish);
   if (m.role == "assistant") {
     it.token_ids = m.token_ids;
     it.drafted = m.drafted;

@@ -34,6 +34,11 @@ struct ChatItem {
   bool has_stats = false;
   MessageStats stats;       // valid when has_stats
   QString finish;           // finish reason of a reply ("eos", "length", "cancelled", ...)
+  QString save_error;       // why this message could not be stored; empty = saved or pending
+  // Regenerated alternatives of this reply (ConversationStore::reply_alternatives): shown as
+  // "‹ alt_index+1/alt_count ›" when alt_count > 1.
+  int alt_index = 0;
+  int alt_count = 0;
   QList<TokenPiece> pieces; // [n_tokens] streamed tokens; empty when not known (e.g. reloaded)
   // A finished reply's generated ids and the tokenizer/template they belong to (empty when
   // unknown): the next turn's prompt reuses them exactly (engine/chat_context.h).
@@ -42,6 +47,11 @@ struct ChatItem {
   uint64_t tokenizer_hash = 0;
   QString template_name;
 };
+
+// What a reply's finish reason (engine/generator.h finish_reason_name()) means to the user, for
+// the line under the reply: "" for "eos" (the model ended it) and unknown values, otherwise e.g.
+// "cut off: max tokens per reply reached" for "length".
+QString finish_reason_text(const QString& finish);
 
 class ChatModel : public QAbstractListModel {
   Q_OBJECT
@@ -58,6 +68,8 @@ class ChatModel : public QAbstractListModel {
     FinishRole,                   // QString
     MessageIdRole,                // qint64 storage id
     PiecesRole,                   // QVariant<QList<TokenPiece>>
+    SaveErrorRole,                // QString, why the message was not stored (empty: fine)
+    AlternativesRole,             // QPoint(index, count) of a reply's alternatives
   };
   Q_ENUM(Roles)
 
@@ -81,6 +93,10 @@ class ChatModel : public QAbstractListModel {
   // Ends streaming of `row`: the authoritative final text, stats and finish reason.
   void finishReply(int row, const QString& text, const MessageStats& stats, const QString& finish);
   void setMessageId(int row, qint64 id);
+  // Sets the alternatives shown on reply `row` ("‹ index+1/count ›").
+  void setAlternatives(int row, int index, int count);
+  // Marks `row` as not stored, with the reason (shown on the message).
+  void setSaveError(int row, const QString& reason);
   // Token pieces rebuilt for a reloaded reply (PieceRebuilder); re-renders the row.
   void setPieces(int row, const QList<TokenPiece>& pieces);
 

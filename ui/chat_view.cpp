@@ -1,9 +1,12 @@
 #include "ui/chat_view.h"
 
 #include <QAction>
+#include <QApplication>
+#include <QClipboard>
 #include <QHelpEvent>
 #include <QScrollBar>
 #include <QTimer>
+#include <QToolButton>
 #include <QToolTip>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include <QAbstractTextDocumentLayout>
 
 #include "ui/chat_model.h"
+#include "ui/markdown_reply.h"
 
 namespace specchat::ui {
 
@@ -44,20 +48,10 @@ QTextCharFormat stats_format(const QPalette& pal, const QFont& font) {
   return f;
 }
 
-// Keeps the view pinned to the bottom across an edit when it was at the bottom before.
-class StickToBottom {
- public:
-  explicit StickToBottom(QScrollBar* bar) : bar_(bar), at_bottom_(bar->value() >= bar->maximum() - 4) {}
-  ~StickToBottom() {
-    if (at_bottom_) bar_->setValue(bar_->maximum());
-  }
-  StickToBottom(const StickToBottom&) = delete;
-  StickToBottom& operator=(const StickToBottom&) = delete;
+// Within this many pixels of the end counts as "at the bottom".
+constexpr int kBottomSlackPx = 4;
 
- private:
-  QScrollBar* bar_;
-  bool at_bottom_;
-};
+bool at_bottom(const QScrollBar* bar) { return bar->value() >= bar->maximum() - kBottomSlackPx; }
 
 }  // namespace
 
@@ -65,12 +59,109 @@ ChatView::ChatView(QWidget* parent) : QTextBrowser(parent), show_drafts_action_(
   setReadOnly(true);
   setOpenLinks(false);
   setUndoRedoEnabled(false);
-  setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
+  setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard | Qt::LinksAccessibleByMouse);
+  connect(this, &QTextBrowser::anchorClicked, this, &ChatView::onAnchor);
   show_drafts_action_->setObjectName(QStringLiteral("showDraftsAction"));
   show_drafts_action_->setCheckable(true);
   show_drafts_action_->setChecked(show_drafts_);
   show_drafts_action_->setToolTip(tr("Show tokens that came from accepted drafts on a tinted background"));
   connect(show_drafts_action_, &QAction::toggled, this, &ChatView::setShowDrafts);
+
+  // Following the bottom is a state, not a check around each edit: the document lays itself out
+  // lazily, so the scroll range grows after an edit returns. The range change scrolls along
+  // while following; only the user's own scrolling (value changes outside a range change)
+  // turns following off or on.
+  QScrollBar* bar = verticalScrollBar();
+  connect(bar, &QScrollBar::rangeChanged, this, [this, bar] {
+    if (follow_) bar->setValue(bar->maximum());
+    updateJumpButton();
+  });
+  connect(bar, &QScrollBar::valueChanged, this, [this, bar] {
+    follow_ = at_bottom(bar);
+    updateJumpButton();
+  });
+  jump_ = new QToolButton(viewport());
+  jump_->setObjectName(QStringLiteral("jumpToLatestButton"));
+  jump_->setText(tr("\u2193 Jump to latest"));
+  jump_->setToolTip(tr("Scroll to the newest message and follow the reply"));
+  jump_->setCursor(Qt::PointingHandCursor);
+  jump_->hide();
+  connect(jump_, &QToolButton::clicked, this, &ChatView::jumpToLatest);
+}
+
+void ChatView::onAnchor(const QUrl& url) {
+  if (url.scheme() == QLatin1String(kAlternativeScheme)) {
+    Q_EMIT alternativeRequested(url.path().toInt());
+    return;
+  }
+  if (url.scheme() != QLatin1String(kCopyScheme)) return;
+  bool ok = false;
+  const int index = url.path().toInt(&ok);
+  if (!ok || index < 0 || index >= code_blocks_.size()) return;
+  QApplication::clipboard()->setText(code_blocks_.at(index));
+  Q_EMIT codeCopied(code_blocks_.at(index));
+}
+
+QString ChatView::codeBlock(int index) const {
+  return index >= 0 && index < code_blocks_.size() ? code_blocks_.at(index) : QString();
+}
+
+void ChatView::setDroppedRows(int rows) {
+  if (rows == dropped_rows_) return;
+  const int first = std::min(rows, dropped_rows_);
+  dropped_rows_ = rows;
+  if (model_ && first < static_cast<int>(starts_.size())) rewriteFrom(first);
+}
+
+void ChatView::jumpToLatest() {
+  follow_ = true;
+  verticalScrollBar()->setValue(verticalScrollBar()->maximum());
+  updateJumpButton();
+}
+
+void ChatView::updateJumpButton() {
+  const bool show = !follow_ && verticalScrollBar()->maximum() > 0;
+  if (show) {
+    jump_->adjustSize();
+    const QRect vp = viewport()->rect();
+    jump_->move(vp.right() - jump_->width() - 12, vp.bottom() - jump_->height() - 12);
+    jump_->raise();
+  }
+  jump_->setVisible(show);
+}
+
+void ChatView::resizeEvent(QResizeEvent* e) {
+  QTextBrowser::resizeEvent(e);
+  if (follow_) verticalScrollBar()->setValue(verticalScrollBar()->maximum());
+  updateJumpButton();
+}
+
+void ChatView::setHighlight(const QString& text) {
+  if (text == highlight_) return;
+  highlight_ = text;
+  applyHighlight(true);
+}
+
+void ChatView::applyHighlight(bool scroll) {
+  QList<QTextEdit::ExtraSelection> marks;
+  if (!highlight_.isEmpty()) {
+    QTextCharFormat f;
+    f.setBackground(QColor(0xff, 0xd5, 0x4f));
+    f.setForeground(QColor(0x20, 0x20, 0x20));
+    QTextCursor c(document());
+    while (true) {
+      c = document()->find(highlight_, c);
+      if (c.isNull()) break;
+      marks.append(QTextEdit::ExtraSelection{c, f});
+    }
+  }
+  setExtraSelections(marks);
+  if (scroll && !marks.isEmpty()) {
+    QTextCursor first = marks.front().cursor;
+    first.clearSelection();
+    setTextCursor(first);
+    ensureCursorVisible();
+  }
 }
 
 void ChatView::setShowDrafts(bool on) {
@@ -160,6 +251,7 @@ void ChatView::setModel(ChatModel* model) {
 
 void ChatView::rebuild() {
   rewriteFrom(0);
+  follow_ = true;
   // A conversation opens at its end (its latest reply). The layout of a hidden or resizing view
   // settles later, so the scroll also runs once the event loop has laid it out.
   verticalScrollBar()->setValue(verticalScrollBar()->maximum());
@@ -172,11 +264,11 @@ void ChatView::showEvent(QShowEvent* e) {
 }
 
 void ChatView::rewriteFrom(int row) {
-  StickToBottom stick(verticalScrollBar());
   const int n = model_ ? model_->rowCount() : 0;
   row = std::clamp(row, 0, static_cast<int>(starts_.size()));
   if (row == 0) {
     document()->clear();
+    code_blocks_.clear();
   } else if (row < static_cast<int>(starts_.size())) {
     QTextCursor c(document());
     c.setPosition(starts_[static_cast<size_t>(row)]);
@@ -185,6 +277,7 @@ void ChatView::rewriteFrom(int row) {
   }
   starts_.resize(static_cast<size_t>(row));
   for (int r = row; r < n; ++r) writeRow(r);
+  if (!highlight_.isEmpty()) applyHighlight(false);
 }
 
 void ChatView::writeRow(int row) {
@@ -201,6 +294,7 @@ void ChatView::writeRow(int row) {
     c.insertBlock(block);
   }
   c.insertText(header_for(it.role), header_format(it.role, pal));
+  if (row < dropped_rows_) c.insertText(tr(" \u00b7 left out of the context"), stats_format(pal, font()));
   QTextBlockFormat body_block;
   body_block.setTopMargin(2);
   c.insertBlock(body_block, body_format(pal));
@@ -208,7 +302,17 @@ void ChatView::writeRow(int row) {
   // tail the pieces held back, which is appended plain.
   QString joined;
   for (const TokenPiece& p : it.pieces) joined += p.text;
-  if (!it.pieces.isEmpty() && it.text.startsWith(joined)) {
+  if (it.role == QLatin1String("assistant") && !it.streaming && !it.text.isEmpty()) {
+    // A finished reply: rendered as Markdown, the token pieces laid over the rendered text.
+    const MarkdownReply md = prepare_markdown(it.text, static_cast<int>(code_blocks_.size()));
+    code_blocks_.append(md.code_blocks);
+    const int from = c.position();
+    const int to = insert_markdown(c, md, pal.color(QPalette::AlternateBase));
+    if (!it.pieces.isEmpty()) {
+      annotate_pieces(document(), from, to, it.pieces, draftBackground(), show_drafts_, StepProperty, DraftedProperty);
+    }
+    tail_pieces_ = -1;  // not appendable: the streaming fast path re-renders
+  } else if (!it.pieces.isEmpty() && it.text.startsWith(joined)) {
     writePieces(c, it.pieces, 0);
     c.insertText(it.text.mid(joined.size()), body_format(pal));
     tail_pieces_ = it.text.size() == joined.size() ? static_cast<int>(it.pieces.size()) : -1;
@@ -216,23 +320,47 @@ void ChatView::writeRow(int row) {
     c.insertText(it.text, body_format(pal));
     tail_pieces_ = it.pieces.isEmpty() ? 0 : -1;
   }
-  if (it.has_stats && !it.streaming) {
-    c.insertBlock(QTextBlockFormat(), stats_format(pal, font()));
-    QString line = model_->data(model_->index(row), ChatModel::StatsTextRole).toString();
-    if (it.finish == QLatin1String("cancelled")) line += tr(" \u00b7 stopped");
-    c.insertText(line, stats_format(pal, font()));
+  if (!it.streaming && it.role == QLatin1String("assistant")) {
+    QStringList parts;
+    if (it.has_stats) parts << model_->data(model_->index(row), ChatModel::StatsTextRole).toString();
+    if (const QString reason = finish_reason_text(it.finish); !reason.isEmpty()) parts << reason;
+    if (!parts.isEmpty()) {
+      c.insertBlock(QTextBlockFormat(), stats_format(pal, font()));
+      c.insertText(parts.join(QStringLiteral(" \u00b7 ")), stats_format(pal, font()));
+    }
+  }
+  if (it.alt_count > 1 && !it.streaming) {
+    // "‹ 2/3 ›": links to the previous / next regenerated alternative (anchorClicked).
+    QTextCharFormat f = stats_format(pal, font());
+    c.insertBlock(QTextBlockFormat(), f);
+    QTextCharFormat link = f;
+    link.setAnchor(true);
+    link.setForeground(pal.color(QPalette::Link));
+    link.setAnchorHref(QStringLiteral("%1:-1").arg(QLatin1String(kAlternativeScheme)));
+    link.setToolTip(tr("Previous reply"));
+    c.insertText(QStringLiteral("\u2039"), link);
+    c.insertText(QStringLiteral(" %1/%2 ").arg(it.alt_index + 1).arg(it.alt_count), f);
+    link.setAnchorHref(QStringLiteral("%1:1").arg(QLatin1String(kAlternativeScheme)));
+    link.setToolTip(tr("Next reply"));
+    c.insertText(QStringLiteral("\u203a"), link);
+  }
+  if (!it.save_error.isEmpty()) {
+    QTextCharFormat warn = stats_format(pal, font());
+    warn.setForeground(QColor(0xc0, 0x39, 0x2b));
+    c.insertBlock(QTextBlockFormat(), warn);
+    c.insertText(tr("\u26a0 Not saved: %1").arg(it.save_error), warn);
   }
   tail_text_ = it.text;
 }
 
 void ChatView::onRowsInserted(int first) {
-  StickToBottom stick(verticalScrollBar());
   if (!model_) return;
   if (first != static_cast<int>(starts_.size())) {
     rebuild();
     return;
   }
   for (int r = first; r < model_->rowCount(); ++r) writeRow(r);
+  if (!highlight_.isEmpty()) applyHighlight(false);
 }
 
 void ChatView::onDataChanged(int first, int last) {
@@ -244,8 +372,7 @@ void ChatView::onDataChanged(int first, int last) {
   const ChatItem& it = model_->item(n - 1);
   if (first == n - 1 && last == n - 1 && it.streaming && it.text.startsWith(tail_text_)) {
     // Streaming fast path: the last row only grew; append the new text at the end.
-    StickToBottom stick(verticalScrollBar());
-    QTextCursor c(document());
+      QTextCursor c(document());
     c.movePosition(QTextCursor::End);
     if (tail_pieces_ >= 0 && tail_pieces_ <= it.pieces.size()) {
       QString added;

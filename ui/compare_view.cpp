@@ -19,7 +19,7 @@ namespace {
 
 // Compare ids carry bit 62 so they never equal a chat job's id on the same worker (stop()
 // cancels by id).
-constexpr quint64 kCompareIdBase = quint64{1} << 62;
+constexpr quint64 kCompareIdBase = kCompareJobBit;
 
 }  // namespace
 
@@ -151,6 +151,16 @@ CompareView::CompareView(EngineWorker* worker, QWidget* parent)
 
 void CompareView::setPrompt(const QString& text) { input_->setPlainText(text); }
 
+QString CompareView::waitingText() { return tr("Waiting for the current reply to finish\u2026"); }
+
+void CompareView::setChatBusy(bool busy) {
+  chat_busy_ = busy;
+  // The chat reply ended: the queued run starts now (its first token will confirm it).
+  if (!busy && running_ != 0 && !started_ && status_->text() == waitingText()) {
+    status_->setText(tr("Running baseline\u2026"));
+  }
+}
+
 void CompareView::setRunning(quint64 job_id) {
   running_ = job_id;
   run_->setEnabled(job_id == 0);
@@ -182,7 +192,8 @@ void CompareView::run() {
   total_ratio_->clear();
   verdict_->clear();
   verdict_->setStyleSheet(QString());
-  status_->setText(tr("Running baseline\u2026"));
+  started_ = false;
+  status_->setText(chat_busy_ ? waitingText() : tr("Running baseline\u2026"));
   setRunning(job.id);
   Q_EMIT compareRequested(job);
 }
@@ -193,6 +204,10 @@ void CompareView::stop() {
 
 void CompareView::onToken(quint64 job_id, int side, const QString& text, bool) {
   if (job_id != running_ || side < 0 || side > 1) return;
+  if (!started_) {
+    started_ = true;
+    if (side == 0) status_->setText(tr("Running baseline\u2026"));
+  }
   if (side == 1 && text_[1]->document()->isEmpty()) status_->setText(tr("Running speculative\u2026"));
   QTextCursor c(text_[side]->document());
   c.movePosition(QTextCursor::End);

@@ -34,6 +34,9 @@ class CompareView : public QWidget {
   void setSystemPrompt(const QString& s) { system_prompt_ = s; }
   void setConversationId(qint64 id) { conversation_id_ = id; }
   void setPrompt(const QString& text);
+  // Whether a chat reply is streaming on the same engine: a run started meanwhile waits behind
+  // it, and the status says "Waiting for the current reply to finish…" until its first token.
+  void setChatBusy(bool busy);
 
   bool isRunning() const { return running_ != 0; }
   bool hasResult() const { return has_result_; }
@@ -56,6 +59,9 @@ class CompareView : public QWidget {
   void onToken(quint64 job_id, int side, const QString& text, bool drafted);
   void onFinished(const specchat::ui::CompareResult& r);
   void setRunning(quint64 job_id);
+  static QString waitingText();
+  bool chat_busy_ = false;
+  bool started_ = false;  // the running compare produced its first token
 
   EngineWorker* worker_;
   GenerationSettings settings_;

@@ -1,5 +1,7 @@
 #include "ui/engine_types.h"
 
+#include <QRandomGenerator>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -41,6 +43,7 @@ SpecSettings to_spec_settings(const GenerationSettings& g) {
               : g.drafter == DrafterKind::ngram ? DrafterChoice::ngram
                                                 : DrafterChoice::model;
   s.tree = g.tree_mode;
+  s.auto_tree = g.auto_tree;
   s.draft_k = g.draft_k;
   s.node_budget = g.node_budget;
   s.depth = g.tree_depth;
@@ -86,6 +89,12 @@ nlohmann::json side_json(const CompareSide& s) {
 
 }  // namespace
 
+GenerationSettings request_settings(const GenerationSettings& g) {
+  GenerationSettings out = g;
+  if (!g.pin_seed && g.sampling.temperature > 0) out.sampling.seed = QRandomGenerator::system()->generate64();
+  return out;
+}
+
 GenerationRecord to_generation_record(const GenerationSummary& s, const GenerationSettings& g) {
   GenerationRecord rec;
   rec.mode = s.speculative ? "speculative" : "baseline";
@@ -96,7 +105,7 @@ GenerationRecord to_generation_record(const GenerationSummary& s, const Generati
                                    {"max_tokens", g.max_tokens},
                                    {"draft_k", s.speculative ? g.draft_k : 0},
                                    {"drafter", drafter_kind_name(g.drafter)},
-                                   {"tree_mode", tree_mode_name(g.tree_mode)},
+                                   {"tree_mode", g.auto_tree ? "auto" : tree_mode_name(g.tree_mode)},
                                    {"node_budget", g.node_budget},
                                    {"depth", g.tree_depth},
                                    {"branch", g.tree_branch},
@@ -122,6 +131,46 @@ GenerationRecord to_generation_record(const GenerationSummary& s, const Generati
                        .dump();
   rec.accepted_hist = t.accepted_hist;
   return rec;
+}
+
+LiveStats live_stats_from_record(const GenerationRecord& rec) {
+  LiveStats out;
+  out.finished = true;
+  out.speculative = rec.mode == "speculative";
+  const nlohmann::json st = nlohmann::json::parse(rec.stats_json, nullptr, false);
+  const nlohmann::json pa = nlohmann::json::parse(rec.params_json, nullptr, false);
+  auto num = [](const nlohmann::json& j, const char* key) {
+    return j.is_object() && j.contains(key) && j.at(key).is_number() ? j.at(key).get<double>() : 0.0;
+  };
+  auto str = [](const nlohmann::json& j, const char* key) {
+    return j.is_object() && j.contains(key) && j.at(key).is_string() ? QString::fromStdString(j.at(key).get<std::string>())
+                                                                     : QString();
+  };
+  GenerationStats& g = out.stats;
+  g.n_prompt = static_cast<int>(num(st, "n_prompt"));
+  g.n_prompt_cached = static_cast<int>(num(st, "n_prompt_cached"));
+  g.n_generated = static_cast<int>(num(st, "n_generated"));
+  g.n_drafted = static_cast<int>(num(st, "n_drafted"));
+  g.n_accepted = static_cast<int>(num(st, "n_accepted"));
+  g.n_steps = static_cast<int>(num(st, "n_steps"));
+  g.prefill_ms = num(st, "prefill_ms");
+  g.ttft_ms = num(st, "ttft_ms");
+  g.decode_ms = num(st, "decode_ms");
+  g.draft_ms = num(st, "draft_ms");
+  g.verify_ms = num(st, "verify_ms");
+  g.sample_ms = num(st, "sample_ms");
+  g.accepted_hist = rec.accepted_hist;
+  out.elapsed_ms = g.prefill_ms + g.decode_ms;
+  if (out.speculative) {
+    const QString d = str(pa, "drafter");
+    out.drafter = d == QLatin1String("ngram") ? QStringLiteral("n-gram") : QStringLiteral("draft model");
+    out.tree_mode = str(pa, "tree_mode");
+    out.node_budget = static_cast<int>(num(pa, out.tree_mode == QLatin1String("chain") ? "draft_k" : "node_budget"));
+    out.tree_depth = static_cast<int>(num(pa, out.tree_mode == QLatin1String("chain") ? "draft_k" : "depth"));
+  } else {
+    out.drafter = QStringLiteral("none");
+  }
+  return out;
 }
 
 CompareRecord to_compare_record(const CompareResult& r) {
@@ -158,6 +207,8 @@ void register_engine_types() {
   qRegisterMetaType<PiecesRequest>();
   qRegisterMetaType<DecodedPieces>();
   qRegisterMetaType<MessageStats>();
+  qRegisterMetaType<ContextRequest>();
+  qRegisterMetaType<ContextUsage>();
 }
 
 }  // namespace specchat::ui

@@ -23,14 +23,32 @@ namespace specchat::ui {
 // CLI's (engine/runtime/spec_settings.h); their QSettings keys are in ui/settings.cpp.
 struct GenerationSettings {
   SamplingParams sampling;  // temperature 0 = greedy (default); top_k, top_p, seed
+  // false (default): every request at temperature > 0 draws a fresh seed (request_settings), so
+  // Regenerate gives another reply; true: sampling.seed is used for every request.
+  bool pin_seed = false;
   int max_tokens = 256;     // per reply
   int draft_k = SpecSettings{}.draft_k;  // drafted tokens per step (chain length); 0 = baseline (no drafter)
   DrafterKind drafter = DrafterKind::model;       // draft model (SpecSettings' default), or n-gram prompt lookup
   TreeMode tree_mode = SpecSettings{}.tree;       // chain, dynamic (EAGLE-2), optimal (Sequoia)
+  // "Auto" (the CLI's --tree auto): shape, node budget and depth chosen per request from the
+  // calibration and measured timings (RequestPlanner::plan_tree, Sequoia §3.3); tree_mode,
+  // node_budget and tree_depth are then not used.
+  bool auto_tree = false;
   int node_budget = SpecSettings{}.node_budget;   // tree modes: nodes per draft tree
   int tree_depth = SpecSettings{}.depth;          // tree modes: longest root-to-leaf path
   int tree_branch = SpecSettings{}.branch;        // dynamic trees: children expanded per node
 };
+
+// The settings one request runs with: `g` with, when g.pin_seed is false and the temperature is
+// above 0, a fresh random sampling.seed (QRandomGenerator::system). The job carries that seed and
+// it is stored with the reply (generations.params_json "seed"), so the reply can be reproduced
+// by pinning it.
+GenerationSettings request_settings(const GenerationSettings& g);
+
+// Chat job ids and compare job ids share one worker; compare ids carry bit 62 (kCompareJobBit)
+// so the two never collide and the live panel can tell a compare run's statistics apart.
+inline constexpr quint64 kCompareJobBit = quint64{1} << 62;
+inline bool is_compare_job(quint64 job_id) { return (job_id & kCompareJobBit) != 0; }
 
 // The SpecSettings of `g`: drafter none when draft_k is 0, else the chosen drafter; the tree
 // fields as they are.
@@ -159,6 +177,11 @@ CompareRecord to_compare_record(const CompareResult& r);
 // accepted-length histogram. message_id is left 0 (the storage worker sets it).
 GenerationRecord to_generation_record(const GenerationSummary& s, const GenerationSettings& settings);
 
+// The live panel's view of a stored generation record (the last reply of a conversation opened
+// from the database): counts and times from stats_json, drafter and tree from params_json,
+// finished = true. Fields the record lacks stay 0 / empty; never throws.
+LiveStats live_stats_from_record(const GenerationRecord& rec);
+
 // Rebuilding the draft visualization of a reloaded reply: its stored ids and drafted flags
 // are decoded into per-token text on the engine thread (the vocabulary lives there).
 struct PiecesRequest {
@@ -175,6 +198,33 @@ struct DecodedPieces {
   QStringList texts;             // [n] newly complete UTF-8 per token (may be empty)
   std::vector<uint8_t> drafted;  // [n]
   std::vector<int> steps;        // [n]
+};
+
+// The context meter's question (issue 12, feature 4): how many tokens would `messages` (the
+// system prompt first when there is one, the conversation, then the message being typed as the
+// last user turn) take, and what would be left out? `n_history` counts the messages between the
+// system prompt and the typed one.
+struct ContextRequest {
+  quint64 id = 0;                        // echoed back; the newest answer wins
+  std::vector<ContextMessage> messages;
+  bool has_system = false;               // messages.front() is the system prompt
+  int max_tokens = 256;                  // reply reserve as RequestPlanner::fit_context keeps it
+};
+
+// The answer, in tokens of the loaded target's tokenizer. system + history + message is the
+// whole prompt (chat template and BOS included: the template's share of each turn is counted
+// with that turn; the generation prompt and BOS with the system part). `ok` false when no
+// models are loaded.
+struct ContextUsage {
+  quint64 id = 0;
+  bool ok = false;
+  int n_ctx = 0;            // the KV cache length
+  int reserve = 0;          // kept free for the reply (fit_context's reserve)
+  int system_tokens = 0;
+  int history_tokens = 0;
+  int message_tokens = 0;
+  int n_dropped = 0;        // oldest messages fit_context leaves out (whole exchanges)
+  int prompt_tokens() const { return system_tokens + history_tokens + message_tokens; }
 };
 
 // Stats as stored with a message, from the engine's GenerationStats.
@@ -197,3 +247,5 @@ Q_DECLARE_METATYPE(specchat::ui::CompareResult)
 Q_DECLARE_METATYPE(specchat::ui::PiecesRequest)
 Q_DECLARE_METATYPE(specchat::ui::DecodedPieces)
 Q_DECLARE_METATYPE(specchat::MessageStats)
+Q_DECLARE_METATYPE(specchat::ui::ContextRequest)
+Q_DECLARE_METATYPE(specchat::ui::ContextUsage)

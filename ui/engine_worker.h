@@ -64,6 +64,9 @@ class EngineWorker : public QObject {
   // Decodes a stored reply into per-token pieces; emits piecesDecoded (ok false when no
   // models are loaded or the tokenizer hash differs). Never loads models itself.
   void decodePieces(const specchat::ui::PiecesRequest& request);
+  // Counts the tokens of a prospective prompt for the context meter; emits contextMeasured
+  // (ok false when no models are loaded). Never loads models itself (engine_worker_context.cpp).
+  void measureContext(const specchat::ui::ContextRequest& request);
 
  Q_SIGNALS:
   void modelsLoading(const QString& description);
@@ -81,6 +84,7 @@ class EngineWorker : public QObject {
   void compareToken(quint64 job_id, int side, const QString& text, bool drafted);
   void compareFinished(const specchat::ui::CompareResult& result);
   void piecesDecoded(const specchat::ui::DecodedPieces& pieces);
+  void contextMeasured(const specchat::ui::ContextUsage& usage);
 
  private:
   bool ensureLoaded(QString* error);  // worker thread; false when no pair could be loaded

@@ -40,6 +40,14 @@ QString open_file_name(QWidget* parent, const QString& caption, const QString& d
   return run(d);
 }
 
+QString existing_directory(QWidget* parent, const QString& caption, const QString& dir) {
+  QFileDialog d(parent, caption, dir);
+  d.setAcceptMode(QFileDialog::AcceptOpen);
+  d.setFileMode(QFileDialog::Directory);
+  d.setOption(QFileDialog::ShowDirsOnly, true);
+  return run(d);
+}
+
 QString save_file_name(QWidget* parent, const QString& caption, const QString& dir, const QString& filter) {
   QFileDialog d(parent, caption, dir, filter);
   d.setAcceptMode(QFileDialog::AcceptSave);

@@ -30,5 +30,7 @@ void make_safe(QFileDialog& dialog);
 // Like QFileDialog::getOpenFileName / getSaveFileName (empty when cancelled), through make_safe.
 QString open_file_name(QWidget* parent, const QString& caption, const QString& dir, const QString& filter);
 QString save_file_name(QWidget* parent, const QString& caption, const QString& dir, const QString& filter);
+// Like QFileDialog::getExistingDirectory (empty when cancelled), through make_safe.
+QString existing_directory(QWidget* parent, const QString& caption, const QString& dir);
 
 }  // namespace specchat::ui

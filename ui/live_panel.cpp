@@ -74,7 +74,12 @@ LivePanel::LivePanel(QWidget* parent)
   form->addRow(tr("Acceptance \u03b1"), alpha_);
   form->addRow(tr("Mean accepted \u03c4"), tau_);
   form->addRow(QString(), hist_);
-  form->addRow(tr("Drafted / accepted"), counts_);
+  // "Proposed" = draft tokens the drafter offered, "accepted" = those the target kept: α is
+  // accepted / proposed, the same counts the status bar's "from accepted drafts" refers to.
+  form->addRow(tr("Proposed / accepted"), counts_);
+  counts_->setToolTip(tr("Draft tokens proposed by the drafter / accepted by the target (\u03b1 = accepted / proposed)"));
+  alpha_->setToolTip(tr("Acceptance rate \u03b1: the share of proposed draft tokens the target accepted"));
+  tau_->setToolTip(tr("Mean accepted length \u03c4: tokens emitted per target verification step"));
   form->addRow(tr("Time split"), split_bar_);
   form->addRow(QString(), split_);
   form->addRow(tr("Memory"), memory_);

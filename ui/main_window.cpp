@@ -7,6 +7,7 @@
 #include <QFileInfo>
 #include <QFontMetrics>
 #include <QHBoxLayout>
+#include <QInputDialog>
 #include <QKeySequence>
 #include <QLabel>
 #include <QLineEdit>
@@ -22,7 +23,10 @@
 #include "ui/chat_controller.h"
 #include "ui/chat_view.h"
 #include "ui/prompt_edit.h"
+#include "engine/model_pair.h"
+#include "ui/model_library_dialog.h"
 #include "ui/settings_dialog.h"
+#include "ui/shortcuts_dialog.h"
 #include "ui/sidebar.h"
 
 namespace specchat::ui {
@@ -85,6 +89,7 @@ MainWindow::MainWindow(ChatController* controller, QWidget* parent)
   layout->addWidget(banner_);
   layout->addWidget(view_, 1);
   layout->addLayout(input_row);
+  center_layout_ = layout;
   auto* live_layout = new QVBoxLayout(live_slot_);
   live_layout->setContentsMargins(0, 0, 0, 0);
   live_slot_->hide();  // empty until setLivePanel
@@ -112,6 +117,8 @@ MainWindow::MainWindow(ChatController* controller, QWidget* parent)
     if (system_prompt_->text() != text) system_prompt_->setText(text);
   });
   connect(view_, &QWidget::customContextMenuRequested, this, &MainWindow::showChatMenu);
+  connect(controller_, &ChatController::searchChanged, view_, &ChatView::setHighlight);
+  connect(view_, &ChatView::alternativeRequested, controller_, &ChatController::showAlternative);
   connect(controller_, &ChatController::busyChanged, this, &MainWindow::onBusyChanged);
   connect(controller_, &ChatController::statsChanged, stats_, &QLabel::setText);
   connect(controller_, &ChatController::statusChanged, this, &MainWindow::onStatusChanged);
@@ -134,7 +141,10 @@ void MainWindow::buildMenus() {
   QAction* fresh = file->addAction(tr("&New conversation"));
   fresh->setObjectName(QStringLiteral("newConversationAction"));
   fresh->setShortcut(QKeySequence::New);
-  connect(fresh, &QAction::triggered, controller_, &ChatController::newConversation);
+  connect(fresh, &QAction::triggered, this, [this] {
+    controller_->newConversation();
+    input_->setFocus(Qt::ShortcutFocusReason);  // ready to type the first message
+  });
   file->addSeparator();
   QAction* import = file->addAction(tr("&Import conversation (JSON)\u2026"));
   import->setObjectName(QStringLiteral("importAction"));
@@ -148,6 +158,11 @@ void MainWindow::buildMenus() {
     connect(a, &QAction::triggered, this, [this, f] { exportAs(f); });
   }
   file->addSeparator();
+  QAction* models = file->addAction(tr("&Models\u2026"));
+  models->setObjectName(QStringLiteral("modelsAction"));
+  models->setToolTip(tr("The GGUF models in your folders, with the drafts each target can use"));
+  models->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_M));
+  connect(models, &QAction::triggered, this, &MainWindow::openModelLibrary);
   QAction* settings = file->addAction(tr("&Settings\u2026"));
   settings->setObjectName(QStringLiteral("settingsAction"));
   settings->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Comma));
@@ -174,9 +189,26 @@ void MainWindow::buildMenus() {
   connect(regen, &QAction::triggered, controller_, &ChatController::regenerate);
   QAction* copy_last = edit->addAction(tr("&Copy last message"));
   connect(copy_last, &QAction::triggered, this, [this] { copyMessage(-1); });
+  edit->addSeparator();
+  QAction* del = edit->addAction(tr("&Delete conversation"));
+  del->setObjectName(QStringLiteral("deleteConversationAction"));
+  del->setToolTip(tr("Delete the open conversation (it can be undone for a few seconds)"));
+  connect(del, &QAction::triggered, this, [this] {
+    if (controller_->conversationId() != 0) controller_->deleteConversation(controller_->conversationId());
+  });
 
   view_menu_ = menuBar()->addMenu(tr("&View"));
   view_menu_->setObjectName(QStringLiteral("viewMenu"));
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->setObjectName(QStringLiteral("helpMenu"));
+  QAction* keys = help->addAction(tr("&Keyboard shortcuts"));
+  keys->setObjectName(QStringLiteral("shortcutsAction"));
+  keys->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Slash));
+  connect(keys, &QAction::triggered, this, [this] {
+    ShortcutsDialog dialog(menuBar(), this);
+    dialog.exec();
+  });
 }
 
 void MainWindow::setLivePanel(QWidget* panel) {
@@ -185,6 +217,8 @@ void MainWindow::setLivePanel(QWidget* panel) {
   QList<int> sizes = splitter_->sizes();
   if (sizes.size() == 3 && sizes[2] == 0) splitter_->setSizes({220, 600, 300});
 }
+
+void MainWindow::setContextMeter(QWidget* meter) { center_layout_->addWidget(meter); }
 
 void MainWindow::addViewAction(QAction* action) { view_menu_->addAction(action); }
 
@@ -201,12 +235,40 @@ void MainWindow::applySettings(const AppSettings& s) {
   }
   controller_->setSettings(s.generation);
   apply_theme(s.theme);
-  if (models_changed) controller_->loadModels(s.target_path, s.draft_path);
+  if (models_changed) {
+    const ModelPaths paths = models_to_load(s);
+    controller_->loadModels(paths.target, paths.draft);
+  }
 }
 
 void MainWindow::openSettings() {
   SettingsDialog dialog(settings_, this);
   if (dialog.exec() == QDialog::Accepted) applySettings(dialog.settings());
+}
+
+void MainWindow::openModelLibrary() {
+  QStringList folders{QString::fromStdString(bundled_models_dir())};
+  folders << settings_.model_folders;
+  ModelLibraryDialog dialog(folders, settings_.recent_models, this);
+  if (!settings_.target_path.isEmpty()) dialog.selectModel(settings_.target_path);
+  if (dialog.exec() == QDialog::Accepted) useModels(dialog.chosenTarget(), dialog.chosenDraft(), dialog.folders());
+}
+
+void MainWindow::useModels(const QString& target, const QString& draft, const QStringList& folders) {
+  AppSettings s = settings_;
+  s.model_folders.clear();
+  const QString bundled = QString::fromStdString(bundled_models_dir());
+  for (const QString& f : folders) {
+    if (f != bundled) s.model_folders << f;
+  }
+  s.target_path = target;
+  s.draft_path = draft;
+  s.generation.drafter = draft.isEmpty() ? DrafterKind::ngram : DrafterKind::model;
+  if (s.generation.draft_k <= 0) s.generation.draft_k = GenerationSettings{}.draft_k;
+  s.recent_models.removeAll(target);
+  s.recent_models.prepend(target);
+  while (s.recent_models.size() > 8) s.recent_models.removeLast();
+  applySettings(s);
 }
 
 void MainWindow::exportAs(ExportFormat format) {
@@ -246,6 +308,13 @@ void MainWindow::showChatMenu(const QPoint& pos) {
   QAction* copy_last = menu.addAction(tr("Copy last message"));
   QAction* copy_all = menu.addAction(tr("Copy conversation"));
   menu.addSeparator();
+  const bool user_row = row >= 0 && controller_->model()->item(row).role == QLatin1String("user");
+  QAction* edit = menu.addAction(tr("Edit and resend\u2026"));
+  edit->setToolTip(tr("Change this message and generate a new reply; the old turn stays as a branch"));
+  edit->setEnabled(user_row && !controller_->isBusy());
+  QAction* del = menu.addAction(tr("Delete message"));
+  del->setEnabled(row >= 0 && !controller_->isBusy());
+  menu.addSeparator();
   QAction* regen = menu.addAction(tr("Regenerate last reply"));
   regen->setEnabled(!controller_->isBusy());
   QAction* chosen = menu.exec(view_->viewport()->mapToGlobal(pos));
@@ -254,6 +323,13 @@ void MainWindow::showChatMenu(const QPoint& pos) {
   if (chosen == copy_last) copyMessage(-1);
   if (chosen == copy_all) QApplication::clipboard()->setText(view_->toPlainText());
   if (chosen == regen) controller_->regenerate();
+  if (chosen == del) controller_->deleteMessage(row);
+  if (chosen == edit) {
+    bool ok = false;
+    const QString text = QInputDialog::getMultiLineText(this, tr("Edit message"), tr("Message:"),
+                                                        controller_->messageText(row), &ok);
+    if (ok) controller_->editMessage(row, text);
+  }
 }
 
 void MainWindow::sendInput() {

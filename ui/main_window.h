@@ -20,6 +20,7 @@ class QLineEdit;
 class QMenu;
 class QPushButton;
 class QSplitter;
+class QVBoxLayout;
 
 namespace specchat::ui {
 
@@ -35,11 +36,14 @@ class MainWindow : public QMainWindow {
   // `controller` must outlive the window. Child widgets have object names for tests and
   // style sheets: chatView, promptInput, sendButton, stopButton, regenerateButton,
   // systemPromptEdit, errorBanner, statusLabel, statsLabel, livePanelSlot, sidebar (see
-  // sidebar.h for its children); menus fileMenu, editMenu, viewMenu.
+  // sidebar.h for its children); menus fileMenu, editMenu (with deleteConversationAction),
+  // viewMenu, helpMenu (shortcutsAction: Help › Keyboard shortcuts, Ctrl+/).
   explicit MainWindow(ChatController* controller, QWidget* parent = nullptr);
 
   // Puts `panel` (the live panel) into the right-hand slot and shows it; the window owns it.
   void setLivePanel(QWidget* panel);
+  // Puts `meter` (the context meter) under the input box; the window owns it.
+  void setContextMeter(QWidget* meter);
   // Adds an action (e.g. "Compare…", "Show live panel") to the View menu.
   void addViewAction(QAction* action);
   QMenu* viewMenu() const { return view_menu_; }
@@ -49,12 +53,17 @@ class MainWindow : public QMainWindow {
   // when the user accepts it. gui_main passes what it loaded (with command-line overrides).
   void setAppSettings(const AppSettings& s, const QString& file);
   const AppSettings& appSettings() const { return settings_; }
+  // Applies a target and draft picked in the model library: remembered as recent, the draft
+  // model (or the n-gram drafter when `draft` is empty) chosen, then applySettings.
+  void useModels(const QString& target, const QString& draft, const QStringList& folders);
   // Applies accepted settings: saves them, hands the generation settings to the controller,
   // reloads the models when the paths changed and applies the theme.
   void applySettings(const AppSettings& s);
 
  public Q_SLOTS:
   void openSettings();
+  // File › Models…: the model library; a picked target (and draft) is applied like Settings.
+  void openModelLibrary();
   // File dialogs, then ChatController::exportConversation / importJson.
   void exportAs(specchat::ui::ExportFormat format);
   void importConversation();
@@ -82,6 +91,7 @@ class MainWindow : public QMainWindow {
   QLabel* stats_;
   QSplitter* splitter_;
   QWidget* live_slot_;
+  QVBoxLayout* center_layout_ = nullptr;
   QMenu* view_menu_ = nullptr;
   AppSettings settings_;
   QString settings_file_;

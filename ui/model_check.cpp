@@ -14,6 +14,14 @@ namespace specchat::ui {
 
 namespace {
 
+// The exception's text without the "<path>: " prefix the engine's loaders put in front: the
+// message around it names the file once already.
+QString reason(const std::exception& e, const QString& path) {
+  QString m = QString::fromStdString(e.what());
+  m.replace(path + QStringLiteral(": "), QString());
+  return m;
+}
+
 // The vocabulary of `path`; sets `error` (naming `which` file) and returns false on failure.
 bool read_vocab(const QString& path, const QString& which, Vocab* out, QString* error) {
   if (!QFileInfo::exists(path)) {
@@ -25,13 +33,13 @@ bool read_vocab(const QString& path, const QString& which, Vocab* out, QString* 
     *out = Vocab::from_gguf(f);
     return true;
   } catch (const GgufError& e) {
-    *error = QObject::tr("The %1 model is not a valid GGUF file (%2): %3").arg(which, path, QString::fromStdString(e.what()));
+    *error = QObject::tr("The %1 model is not a valid GGUF file (%2): %3").arg(which, path, reason(e, path));
   } catch (const VocabError& e) {
-    *error = QObject::tr("The %1 model has no usable vocabulary (%2): %3").arg(which, path, QString::fromStdString(e.what()));
+    *error = QObject::tr("The %1 model has no usable vocabulary (%2): %3").arg(which, path, reason(e, path));
   } catch (const std::bad_alloc&) {
     *error = QObject::tr("Out of memory while reading the %1 model %2.").arg(which, path);
   } catch (const std::exception& e) {
-    *error = QObject::tr("Could not read the %1 model %2: %3").arg(which, path, QString::fromStdString(e.what()));
+    *error = QObject::tr("Could not read the %1 model %2: %3").arg(which, path, reason(e, path));
   }
   return false;
 }

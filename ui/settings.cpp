@@ -1,13 +1,17 @@
 #include "ui/settings.h"
 
 #include <QApplication>
+#include <QFileInfo>
 #include <QPalette>
 #include <QSettings>
 #include <QStyle>
 #include <QStyleFactory>
 
 #include <algorithm>
+#include <charconv>
 #include <memory>
+
+#include "engine/model_pair.h"
 
 namespace specchat::ui {
 
@@ -28,6 +32,16 @@ double read_double(const QSettings& q, const char* key, double fallback, double 
   bool ok = false;
   const double v = q.value(QLatin1String(key), fallback).toDouble(&ok);
   return ok ? std::clamp(v, lo, hi) : fallback;
+}
+
+// The double whose shortest decimal form is the float's ("0.8" for 0.8f, not 0.800000011920929):
+// what the user typed comes back in the settings file.
+double float_setting(float v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  double out = v;
+  std::from_chars(buf, r.ptr, out);
+  return out;
 }
 
 QPalette dark_palette() {
@@ -65,7 +79,8 @@ AppSettings load_settings(const QString& file) {
   g.drafter = drafter == QLatin1String("ngram") ? DrafterKind::ngram : DrafterKind::model;
   g.draft_k = read_int(*q, "drafter/draft_k", g.draft_k, 0, 64);
   const QString mode = q->value(QStringLiteral("drafter/tree_mode"), QString::fromUtf8(tree_mode_name(g.tree_mode))).toString();
-  if (!parse_tree_mode(mode.toStdString(), &g.tree_mode)) g.tree_mode = TreeMode::chain;
+  g.auto_tree = mode == QLatin1String("auto");
+  if (!g.auto_tree && !parse_tree_mode(mode.toStdString(), &g.tree_mode)) g.tree_mode = TreeMode::chain;
   g.node_budget = read_int(*q, "drafter/node_budget", g.node_budget, 1, 1024);
   g.tree_depth = read_int(*q, "drafter/depth", g.tree_depth, 1, 64);
   g.tree_branch = read_int(*q, "drafter/branch", g.tree_branch, 1, 16);
@@ -73,8 +88,11 @@ AppSettings load_settings(const QString& file) {
   g.sampling.top_k = read_int(*q, "sampling/top_k", g.sampling.top_k, 0, 1000000);
   g.sampling.top_p = static_cast<float>(read_double(*q, "sampling/top_p", g.sampling.top_p, 0, 1));
   g.sampling.seed = q->value(QStringLiteral("sampling/seed"), QVariant::fromValue<qulonglong>(g.sampling.seed)).toULongLong();
+  g.pin_seed = q->value(QStringLiteral("sampling/pin_seed"), g.pin_seed).toBool();
   g.max_tokens = read_int(*q, "sampling/max_tokens", g.max_tokens, 1, 1000000);
   s.theme = q->value(QStringLiteral("ui/theme"), s.theme).toString();
+  s.model_folders = q->value(QStringLiteral("models/folders")).toStringList();
+  s.recent_models = q->value(QStringLiteral("models/recent")).toStringList();
   return s;
 }
 
@@ -85,16 +103,20 @@ bool save_settings(const AppSettings& s, const QString& file) {
   q->setValue(QStringLiteral("models/draft"), s.draft_path);
   q->setValue(QStringLiteral("drafter/kind"), g.drafter == DrafterKind::ngram ? QStringLiteral("ngram") : QStringLiteral("model"));
   q->setValue(QStringLiteral("drafter/draft_k"), g.draft_k);
-  q->setValue(QStringLiteral("drafter/tree_mode"), QString::fromUtf8(tree_mode_name(g.tree_mode)));
+  q->setValue(QStringLiteral("drafter/tree_mode"),
+              g.auto_tree ? QStringLiteral("auto") : QString::fromUtf8(tree_mode_name(g.tree_mode)));
   q->setValue(QStringLiteral("drafter/node_budget"), g.node_budget);
   q->setValue(QStringLiteral("drafter/depth"), g.tree_depth);
   q->setValue(QStringLiteral("drafter/branch"), g.tree_branch);
-  q->setValue(QStringLiteral("sampling/temperature"), static_cast<double>(g.sampling.temperature));
+  q->setValue(QStringLiteral("sampling/temperature"), float_setting(g.sampling.temperature));
   q->setValue(QStringLiteral("sampling/top_k"), g.sampling.top_k);
-  q->setValue(QStringLiteral("sampling/top_p"), static_cast<double>(g.sampling.top_p));
+  q->setValue(QStringLiteral("sampling/top_p"), float_setting(g.sampling.top_p));
   q->setValue(QStringLiteral("sampling/seed"), QVariant::fromValue<qulonglong>(g.sampling.seed));
+  q->setValue(QStringLiteral("sampling/pin_seed"), g.pin_seed);
   q->setValue(QStringLiteral("sampling/max_tokens"), g.max_tokens);
   q->setValue(QStringLiteral("ui/theme"), s.theme);
+  q->setValue(QStringLiteral("models/folders"), s.model_folders);
+  q->setValue(QStringLiteral("models/recent"), s.recent_models);
   q->sync();
   return q->status() == QSettings::NoError;
 }
@@ -109,6 +131,15 @@ void apply_theme(const QString& theme) {
   } else {
     QApplication::setPalette(QApplication::style()->standardPalette());
   }
+}
+
+ModelPaths models_to_load(const AppSettings& s) {
+  ModelPaths p{s.target_path, s.draft_path};
+  if (p.target.isEmpty() && p.draft.isEmpty()) {
+    const QString bundled = QString::fromStdString(bundled_draft_path());
+    if (QFileInfo::exists(bundled)) p.draft = bundled;
+  }
+  return p;
 }
 
 QString drafter_label(const GenerationSettings& g) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <QString>
+#include <QStringList>
 
 #include "ui/engine_types.h"
 
@@ -14,8 +15,20 @@ struct AppSettings {
   QString target_path;   // empty = bundled target
   QString draft_path;    // empty = no draft model (bundled draft when the target is bundled too)
   GenerationSettings generation;
+  QStringList model_folders;   // extra folders the model library scans (File › Models…)
+  QStringList recent_models;   // targets picked in the library, most recent first (at most 8)
   QString theme = QStringLiteral("system");  // "system", "light" or "dark"
 };
+
+// The model pair to load for `s`: the target path as given (empty = the bundled target) and the
+// draft path, or, when both paths are empty, the bundled draft if it exists (an empty draft means
+// the bundled draft with the bundled target, else none). gui_main and MainWindow::applySettings
+// both use it, so clearing the target in Settings never drops the draft.
+struct ModelPaths {
+  QString target;
+  QString draft;
+};
+ModelPaths models_to_load(const AppSettings& s);
 
 // Reads the settings from `file` (INI format); empty `file` = the platform's default location
 // for organization "SpecChat", application "SpecChat". Missing or unreadable values keep the

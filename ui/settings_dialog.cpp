@@ -1,6 +1,7 @@
 #include "ui/file_dialogs.h"
 #include "ui/settings_dialog.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
@@ -54,6 +55,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
       temperature_(dspin("temperatureSpin", 0, 5, 0.1, current.generation.sampling.temperature)),
       top_k_(spin("topKSpin", 0, 1000000, current.generation.sampling.top_k)),
       top_p_(dspin("topPSpin", 0, 1, 0.05, current.generation.sampling.top_p)),
+      pin_seed_(new QCheckBox(tr("Pin"))),
       // QSpinBox holds an int: seeds above 2^31 - 1 are shown clamped (the CLI takes any u64).
       seed_(spin("seedSpin", 0, std::numeric_limits<int>::max(),
                  static_cast<int>(std::min<uint64_t>(current.generation.sampling.seed,
@@ -78,7 +80,9 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   tree_mode_->addItem(tr("Chain"), QStringLiteral("chain"));
   tree_mode_->addItem(tr("Dynamic tree (EAGLE-2)"), QStringLiteral("dynamic"));
   tree_mode_->addItem(tr("Optimal tree (Sequoia)"), QStringLiteral("optimal"));
-  tree_mode_->setCurrentIndex(static_cast<int>(g.tree_mode));
+  tree_mode_->addItem(tr("Auto (chosen from the calibration)"), QStringLiteral("auto"));
+  tree_mode_->setCurrentIndex(g.auto_tree ? tree_mode_->findData(QStringLiteral("auto"))
+                                          : tree_mode_->findData(QString::fromUtf8(tree_mode_name(g.tree_mode))));
   theme_->setObjectName(QStringLiteral("themeCombo"));
   theme_->addItem(tr("System"), QStringLiteral("system"));
   theme_->addItem(tr("Light"), QStringLiteral("light"));
@@ -118,12 +122,38 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   pf->addRow(tr("Temperature (0 = greedy):"), temperature_);
   pf->addRow(tr("Top-k (0 = off):"), top_k_);
   pf->addRow(tr("Top-p (1 = off):"), top_p_);
-  pf->addRow(tr("Seed:"), seed_);
+  pin_seed_->setObjectName(QStringLiteral("pinSeedCheck"));
+  pin_seed_->setChecked(g.pin_seed);
+  pin_seed_->setToolTip(tr("Use this seed for every reply. Unpinned, each reply at temperature > 0 gets a "
+                           "fresh seed, stored with the reply so it can be reproduced."));
+  auto* seed_row = new QHBoxLayout;
+  seed_row->addWidget(pin_seed_);
+  seed_row->addWidget(seed_, 1);
+  pf->addRow(tr("Seed:"), seed_row);
   pf->addRow(tr("Max tokens per reply:"), max_tokens_);
 
   auto* look = new QGroupBox(tr("Appearance"));
   auto* lf = new QFormLayout(look);
   lf->addRow(tr("Theme:"), theme_);
+
+  // One line of help per field (hover), in the field's terms.
+  drafter_->setToolTip(tr("Who proposes draft tokens for the target to verify: a small draft model, n-gram "
+                          "lookup in the prompt, or nobody (plain decoding)"));
+  tree_mode_->setToolTip(tr("Shape of each step's draft: a chain of k tokens, a dynamic tree (EAGLE-2), an "
+                            "optimal static tree (Sequoia), or Auto: shape and budget chosen per request"));
+  draft_k_->setToolTip(tr("Chain: draft tokens proposed per step; the target verifies them in one forward pass"));
+  node_budget_->setToolTip(tr("Node budget: draft-tree nodes the target verifies per step (the cost of one step)"));
+  depth_->setToolTip(tr("Depth: the longest root-to-leaf path, so the most tokens one step can accept"));
+  branch_->setToolTip(tr("Branching: children expanded per node of a dynamic tree"));
+  temperature_->setToolTip(tr("0 = greedy (always the most likely token); higher = more varied replies"));
+  top_k_->setToolTip(tr("Sample only among the k most likely tokens (0 = all)"));
+  top_p_->setToolTip(tr("Sample only among the most likely tokens whose probabilities add up to p (1 = all)"));
+  max_tokens_->setToolTip(tr("A reply stops here and says it was cut off"));
+  connect(drafter_, &QComboBox::currentIndexChanged, this, &SettingsDialog::updateEnabled);
+  connect(tree_mode_, &QComboBox::currentIndexChanged, this, &SettingsDialog::updateEnabled);
+  connect(temperature_, &QDoubleSpinBox::valueChanged, this, &SettingsDialog::updateEnabled);
+  connect(pin_seed_, &QCheckBox::toggled, this, &SettingsDialog::updateEnabled);
+  updateEnabled();
 
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
   buttons->setObjectName(QStringLiteral("settingsButtons"));
@@ -136,6 +166,27 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   layout->addWidget(sampling);
   layout->addWidget(look);
   layout->addWidget(buttons);
+}
+
+void SettingsDialog::updateEnabled() {
+  const QString drafter = drafter_->currentData().toString();
+  const QString mode = tree_mode_->currentData().toString();
+  const bool drafts = drafter != QLatin1String("none");
+  const bool chain = mode == QLatin1String("chain");
+  const bool dynamic = mode == QLatin1String("dynamic");
+  const bool optimal = mode == QLatin1String("optimal");
+  // Only what the chosen drafter and tree mode read is editable.
+  tree_mode_->setEnabled(drafts);
+  draft_k_->setEnabled(drafts && chain);
+  node_budget_->setEnabled(drafts && (dynamic || optimal));
+  depth_->setEnabled(drafts && (dynamic || optimal));
+  branch_->setEnabled(drafts && dynamic);
+  // Greedy decoding ignores the sampling filters and the seed.
+  const bool sampled = temperature_->value() > 0;
+  top_k_->setEnabled(sampled);
+  top_p_->setEnabled(sampled);
+  pin_seed_->setEnabled(sampled);
+  seed_->setEnabled(sampled && pin_seed_->isChecked());
 }
 
 void SettingsDialog::browse(QLineEdit* edit, const QString& caption) {
@@ -151,7 +202,9 @@ AppSettings SettingsDialog::settings() const {
   const QString drafter = drafter_->currentData().toString();
   g.drafter = drafter == QLatin1String("ngram") ? DrafterKind::ngram : DrafterKind::model;
   g.draft_k = drafter == QLatin1String("none") ? 0 : draft_k_->value();
-  g.tree_mode = static_cast<TreeMode>(tree_mode_->currentIndex());
+  const QString mode = tree_mode_->currentData().toString();
+  g.auto_tree = mode == QLatin1String("auto");
+  if (!g.auto_tree && !parse_tree_mode(mode.toStdString(), &g.tree_mode)) g.tree_mode = TreeMode::chain;
   g.node_budget = node_budget_->value();
   g.tree_depth = depth_->value();
   g.tree_branch = branch_->value();
@@ -159,6 +212,7 @@ AppSettings SettingsDialog::settings() const {
   g.sampling.top_k = top_k_->value();
   g.sampling.top_p = static_cast<float>(top_p_->value());
   g.sampling.seed = static_cast<uint64_t>(seed_->value());
+  g.pin_seed = pin_seed_->isChecked();
   g.max_tokens = max_tokens_->value();
   s.theme = theme_->currentData().toString();
   return s;

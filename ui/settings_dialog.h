@@ -4,13 +4,14 @@
 // instead of handing an unloadable pair to the engine. Widgets have object names for tests:
 // targetPathEdit, draftPathEdit, targetBrowseButton, draftBrowseButton, drafterCombo,
 // treeModeCombo, draftKSpin, nodeBudgetSpin, depthSpin, branchSpin, temperatureSpin, topKSpin,
-// topPSpin, seedSpin, maxTokensSpin, themeCombo, modelCheckLabel.
+// topPSpin, pinSeedCheck, seedSpin, maxTokensSpin, themeCombo, modelCheckLabel.
 #pragma once
 
 #include <QDialog>
 
 #include "ui/settings.h"
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -34,6 +35,8 @@ class SettingsDialog : public QDialog {
 
  private:
   void browse(QLineEdit* edit, const QString& caption);
+  // Enables only the fields the chosen drafter, tree mode and temperature use.
+  void updateEnabled();
 
   QLineEdit* target_;
   QLineEdit* draft_;
@@ -46,6 +49,7 @@ class SettingsDialog : public QDialog {
   QDoubleSpinBox* temperature_;
   QSpinBox* top_k_;
   QDoubleSpinBox* top_p_;
+  QCheckBox* pin_seed_;  // seed_ is used (and enabled) only when checked
   QSpinBox* seed_;
   QSpinBox* max_tokens_;
   QComboBox* theme_;

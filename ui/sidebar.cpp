@@ -2,6 +2,7 @@
 
 #include <QAction>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListView>
@@ -53,6 +54,7 @@ Sidebar::Sidebar(ChatController* controller, QWidget* parent)
   layout->addWidget(undo_bar_);
 
   connect(search_, &QLineEdit::textChanged, controller_, &ChatController::setSearch);
+  search_->installEventFilter(this);
   connect(new_, &QPushButton::clicked, controller_, &ChatController::newConversation);
   connect(list_, &QListView::clicked, this, [this](const QModelIndex& i) {
     controller_->openConversation(controller_->conversations()->idAt(i.row()));
@@ -78,6 +80,23 @@ void Sidebar::selectCurrent() {
     return;
   }
   list_->setCurrentIndex(controller_->conversations()->index(row));
+}
+
+bool Sidebar::eventFilter(QObject* watched, QEvent* e) {
+  // Esc in a search box with text clears the search; the window's Esc (stop the reply) is only
+  // overridden then, so an empty box still lets Esc stop a reply.
+  if (watched == search_ && (e->type() == QEvent::ShortcutOverride || e->type() == QEvent::KeyPress)) {
+    auto* k = static_cast<QKeyEvent*>(e);
+    if (k->key() == Qt::Key_Escape && k->modifiers() == Qt::NoModifier && !search_->text().isEmpty()) {
+      if (e->type() == QEvent::ShortcutOverride) {
+        e->accept();  // deliver Esc to the box as a key press instead of the window's shortcut
+      } else {
+        search_->clear();
+      }
+      return true;
+    }
+  }
+  return QWidget::eventFilter(watched, e);
 }
 
 void Sidebar::renameSelected() {

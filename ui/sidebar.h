@@ -1,7 +1,7 @@
 // The conversation sidebar: a search box (Ctrl+F focuses it), a New button, the conversation
 // list (newest first; click opens, F2 / double-click / context menu renames, Delete key or
 // context menu deletes) and an undo bar shown for ChatController::kUndoMs after a deletion.
-// Object names: searchBox, newChatButton, conversationList, undoBar, undoLabel, undoButton.
+// Esc in the search box clears it. Object names: searchBox, newChatButton, conversationList, undoBar, undoLabel, undoButton.
 #pragma once
 
 #include <QWidget>
@@ -26,6 +26,10 @@ class Sidebar : public QWidget {
   // Starts editing the selected conversation's title (F2).
   void renameSelected();
   void deleteSelected();
+
+ protected:
+  // Esc in the search box clears the search (when it holds text).
+  bool eventFilter(QObject* watched, QEvent* e) override;
 
  private:
   void selectCurrent();

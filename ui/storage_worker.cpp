@@ -24,6 +24,7 @@ void register_storage_types() {
   qRegisterMetaType<std::vector<Conversation>>();
   qRegisterMetaType<std::vector<Message>>();
   qRegisterMetaType<ExportFormat>();
+  qRegisterMetaType<GenerationRecord>();
 }
 
 StorageWorker::StorageWorker(QObject* parent) : QObject(parent) { register_storage_types(); }
@@ -44,15 +45,22 @@ StorageOpenResult StorageWorker::open(const QString& path) {
                      .arg(QString::fromStdString(store_->open_info().moved_aside_to));
       r.status_is_error = true;
     }
+    r.read_only = store_->read_only();
+    if (r.read_only) {
+      r.status = tr("The conversation history is read-only: you can read it, but nothing new will be saved "
+                    "(check the permissions of %1).")
+                     .arg(path);
+      r.status_is_error = true;
+    }
     r.conversations = store_->list_conversations();
-    if (r.conversations.empty()) {
+    if (r.conversations.empty() && !r.read_only) {
       const int64_t id = store_->create_conversation(kNewTitle);
       r.conversations = store_->list_conversations();
       r.current = store_->conversation(id).value_or(Conversation{id, kNewTitle, "", 0, 0});
     } else {
-      r.current = r.conversations.front();
+      r.current = r.conversations.empty() ? Conversation{0, kNewTitle, "", 0, 0} : r.conversations.front();
     }
-    r.messages = store_->messages(r.current.id);
+    if (r.current.id != 0) r.messages = store_->messages(r.current.id);
     r.ok = true;
   } catch (const std::exception& e) {
     store_.reset();
@@ -114,10 +122,20 @@ void StorageWorker::loadConversation(qint64 id) {
 
 void StorageWorker::renameConversation(qint64 id, const QString& title) {
   if (!store_) return;
+  const int64_t real = resolve(id);
   try {
-    store_->rename_conversation(resolve(id), title.toStdString());
+    if (real <= 0) throw StorageError("not_found", "the conversation was not saved");
+    store_->rename_conversation(real, title.toStdString());
   } catch (const std::exception& e) {
-    Q_EMIT failed(tr("Could not rename the conversation: %1").arg(what_of(e)));
+    QString stored;
+    try {
+      if (const auto c = real > 0 ? store_->conversation(real) : std::nullopt) stored = QString::fromStdString(c->title);
+    } catch (const std::exception&) {
+      // the reason below is what matters; the title stays as the list shows it
+    }
+    const QString reason = what_of(e);
+    Q_EMIT renameFailed(id, stored, reason);
+    Q_EMIT failed(tr("Could not rename the conversation: %1").arg(reason));
   }
   emitList();
 }
@@ -147,13 +165,24 @@ void StorageWorker::addMessage(qint64 pending_id, const Message& m) {
   try {
     Message copy = m;
     copy.conversation_id = resolve(m.conversation_id);
+    if (copy.conversation_id <= 0) throw StorageError("not_found", "its conversation was not saved");
     const int64_t id = store_->add_message(copy);
     created_[pending_id] = id;
     Q_EMIT messageSaved(pending_id, id);
   } catch (const std::exception& e) {
-    Q_EMIT failed(tr("Could not save the message: %1").arg(what_of(e)));
+    Q_EMIT messageSaveFailed(pending_id, what_of(e));
   }
   emitList();  // the conversation moved to the top
+}
+
+void StorageWorker::deleteMessage(qint64 id) {
+  if (!store_) return;
+  try {
+    const int64_t real = resolve(id);
+    if (real > 0) store_->delete_message(real);
+  } catch (const std::exception& e) {
+    Q_EMIT failed(tr("Could not delete the message: %1").arg(what_of(e)));
+  }
 }
 
 void StorageWorker::replaceMessage(qint64 pending_id, qint64 replaced_id, const Message& m) {
@@ -162,11 +191,12 @@ void StorageWorker::replaceMessage(qint64 pending_id, qint64 replaced_id, const 
     Message copy = m;
     copy.conversation_id = resolve(m.conversation_id);
     const int64_t replaced = resolve(replaced_id);
+    if (copy.conversation_id <= 0) throw StorageError("not_found", "its conversation was not saved");
     const int64_t id = replaced > 0 ? store_->add_message_replacing(replaced, copy) : store_->add_message(copy);
     created_[pending_id] = id;
     Q_EMIT messageSaved(pending_id, id);
   } catch (const std::exception& e) {
-    Q_EMIT failed(tr("Could not save the message: %1").arg(what_of(e)));
+    Q_EMIT messageSaveFailed(pending_id, what_of(e));
   }
   emitList();
 }
@@ -217,7 +247,17 @@ void StorageWorker::importJson(const QString& path) {
   const QByteArray bytes = f.readAll();
   try {
     const int64_t id = import_json(*store_, bytes.toStdString());
-    const std::optional<Conversation> c = store_->conversation(id);
+    std::optional<Conversation> c = store_->conversation(id);
+    // Told apart from the conversation it was exported from, when that one is still here.
+    if (c) {
+      for (const Conversation& other : store_->list_conversations()) {
+        if (other.id != id && other.title == c->title) {
+          store_->rename_conversation(id, c->title + " (imported)");
+          c = store_->conversation(id);
+          break;
+        }
+      }
+    }
     emitList();
     if (c) Q_EMIT imported(*c);
   } catch (const std::exception& e) {

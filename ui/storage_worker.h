@@ -30,6 +30,9 @@ struct StorageOpenResult {
   bool ok = false;                  // false: no database; the chat works unsaved
   QString status;                   // for the status line: why it is not saved, or a moved-aside file
   bool status_is_error = false;
+  // The file opened read-only (write-protected, immutable, or a mode=ro URI): the history can be
+  // read but every write fails, so the app says at start that nothing new will be saved.
+  bool read_only = false;
   std::vector<Conversation> conversations;  // newest first
   Conversation current;                     // most recent conversation (or a new empty one)
   std::vector<Message> messages;            // its active path
@@ -62,16 +65,28 @@ class StorageWorker : public QObject {
   void deleteConversation(qint64 id);
   // Stores `m` (m.conversation_id may be pending) and emits messageSaved(pending_id, id).
   void addMessage(qint64 pending_id, const specchat::Message& m);
+  // Emits alternativesLoaded with reply `reply_id`'s regenerated alternatives
+  // (reply_alternatives: their ids in order and which one is active).
+  void loadAlternatives(qint64 reply_id);
+  // Makes alternative `to_id` active instead of `from_id`, then emits conversationLoaded for
+  // their conversation (the new active path); failures are reported.
+  void switchAlternative(qint64 from_id, qint64 to_id);
+  // Deletes message `id` (may be pending); failures are reported.
+  void deleteMessage(qint64 id);
   // Regenerate: add_message_replacing(replaced_id, m); replaced_id may be pending.
   void replaceMessage(qint64 pending_id, qint64 replaced_id, const specchat::Message& m);
   // Writes conversation `id` (all messages, inactive branches included) to `path` atomically
   // (QSaveFile). Emits exported or failed.
   void exportConversation(qint64 id, specchat::ui::ExportFormat format, const QString& path);
-  // Reads a "specchat-conversation" JSON file and imports it; emits imported or failed.
+  // Reads a "specchat-conversation" JSON file and imports it; emits imported or failed. The copy
+  // is titled "<title> (imported)" when a conversation with its title exists.
   void importJson(const QString& path);
   // Records how reply `message_id` (may be pending) was generated: mode, parameters, stats and
   // the accepted-length histogram (generations table). Failures are reported, nothing else.
   void recordGeneration(qint64 message_id, const specchat::GenerationRecord& g);
+  // The generation record of conversation `id`'s last assistant message on its active path;
+  // emits lastGeneration (found false when there is none).
+  void loadLastGeneration(qint64 id);
   // Records a model file in the models table: path, size, SHA-256 (computed here, on the
   // storage thread; skipped when the same path and size are already recorded), architecture.
   void recordModel(const QString& path, const QString& architecture);
@@ -85,9 +100,16 @@ class StorageWorker : public QObject {
   void conversationCreated(qint64 pending_id, const specchat::Conversation& c);
   void conversationLoaded(const specchat::Conversation& c, const std::vector<specchat::Message>& messages);
   void messageSaved(qint64 pending_id, qint64 id);
+  // addMessage / replaceMessage failed: message `pending_id` was not stored, because `reason`.
+  void messageSaveFailed(qint64 pending_id, const QString& reason);
+  // renameConversation(`id`) failed; `stored_title` is the title the database still holds (empty
+  // when the conversation has no row), so the window title can follow the list again.
+  void renameFailed(qint64 id, const QString& stored_title, const QString& reason);
   void exported(const QString& path);
   void imported(const specchat::Conversation& c);
   void compareSaved(qint64 id);
+  void alternativesLoaded(qint64 reply_id, const QList<qint64>& ids, int active_index);
+  void lastGeneration(qint64 conversation_id, bool found, const specchat::GenerationRecord& record);
   // A request failed; `what` names the action and the reason. Nothing else changed.
   void failed(const QString& what);
 
@@ -132,3 +154,4 @@ Q_DECLARE_METATYPE(specchat::Message)
 Q_DECLARE_METATYPE(std::vector<specchat::Conversation>)
 Q_DECLARE_METATYPE(std::vector<specchat::Message>)
 Q_DECLARE_METATYPE(specchat::ui::ExportFormat)
+Q_DECLARE_METATYPE(specchat::GenerationRecord)

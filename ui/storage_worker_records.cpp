@@ -12,10 +12,72 @@ void StorageWorker::recordGeneration(qint64 message_id, const GenerationRecord& 
   if (!store_) return;
   try {
     const int64_t id = resolve(message_id);
-    if (id <= 0) throw StorageError("not_found", "the reply was not saved");
+    if (id <= 0) return;  // the reply itself was not saved: messageSaveFailed already said so
     store_->record_generation(id, g);
   } catch (const std::exception& e) {
     Q_EMIT failed(tr("Could not record the generation: %1").arg(QString::fromUtf8(e.what())));
+  }
+}
+
+void StorageWorker::loadLastGeneration(qint64 id) {
+  if (!store_) return;
+  try {
+    const int64_t real = resolve(id);
+    if (real > 0) {
+      const std::vector<Message> path = store_->messages(real);
+      for (auto it = path.rbegin(); it != path.rend(); ++it) {
+        if (it->role != "assistant") continue;
+        const std::vector<GenerationRecord> g = store_->generations(it->id);
+        if (!g.empty()) {
+          Q_EMIT lastGeneration(id, true, g.back());
+          return;
+        }
+        break;  // the last reply has no record (imported, or stored before records)
+      }
+    }
+  } catch (const std::exception& e) {
+    Q_EMIT failed(tr("Could not read the last reply's statistics: %1").arg(QString::fromUtf8(e.what())));
+  }
+  Q_EMIT lastGeneration(id, false, GenerationRecord{});
+}
+
+void StorageWorker::loadAlternatives(qint64 reply_id) {
+  if (!store_) return;
+  try {
+    const int64_t real = resolve(reply_id);
+    if (real <= 0) return;
+    QList<qint64> ids;
+    int active = -1;
+    for (const Message& m : store_->reply_alternatives(real)) {
+      if (m.id == real) active = static_cast<int>(ids.size());
+      ids << m.id;
+    }
+    Q_EMIT alternativesLoaded(reply_id, ids, active);
+  } catch (const std::exception& e) {
+    Q_EMIT failed(tr("Could not list the other replies: %1").arg(QString::fromUtf8(e.what())));
+  }
+}
+
+void StorageWorker::switchAlternative(qint64 from_id, qint64 to_id) {
+  if (!store_) return;
+  try {
+    const int64_t from = resolve(from_id);
+    const int64_t to = resolve(to_id);
+    const std::vector<Message> alts = store_->reply_alternatives(from);
+    if (alts.empty()) throw StorageError("not_found", "the reply no longer exists");
+    store_->switch_alternative(from, to);
+    const std::optional<Conversation> c = store_->conversation(alts.front().conversation_id);
+    if (c) Q_EMIT conversationLoaded(*c, store_->messages(c->id));
+  } catch (const std::exception& e) {
+    Q_EMIT failed(tr("Could not switch to the other reply: %1").arg(QString::fromUtf8(e.what())));
+    // The view waits for the path: send the stored one, unchanged.
+    try {
+      const int64_t from = resolve(from_id);
+      const std::vector<Message> alts = from > 0 ? store_->reply_alternatives(from) : std::vector<Message>{};
+      if (!alts.empty()) loadConversation(alts.front().conversation_id);
+    } catch (const std::exception&) {
+      // nothing more to report than the failure above
+    }
   }
 }
 

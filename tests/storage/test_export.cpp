@@ -266,3 +266,17 @@ TEST_CASE("json import: optional fields default, unknown keys ignored", "[unit]"
   CHECK(conv->created_ms > 1'600'000'000'000);  // absent times become "now"
   CHECK(store.messages(id).at(0).text == imp.messages[0].text);
 }
+
+TEST_CASE("export markdown: single newlines stay line breaks, fenced code stays as typed", "[unit]") {
+  // Issue 12: Markdown joins lines separated by one newline into one paragraph, so a poem or an
+  // address typed on several lines came out on one.
+  ConversationStore store(":memory:");
+  const int64_t c = store.create_conversation("lines");
+  Message m;
+  m.conversation_id = c;
+  m.role = "user";
+  m.text = "roses are red\nviolets are blue\n\nnew paragraph\n```\ncode line 1\ncode line 2\n```\nafter";
+  store.add_message(m);
+  const std::string md = export_markdown(*store.conversation(c), store.all_messages(c));
+  CHECK(contains(md, "roses are red  \nviolets are blue\n\nnew paragraph\n```\ncode line 1\ncode line 2\n```\nafter"));
+}

@@ -190,3 +190,37 @@ TEST_CASE("gui: the window gets the live panel, the draft toggle and Compare", "
   CHECK(tools.compare->settings().draft_k == 3);
   CHECK(child<QPlainTextEdit>(*tools.compare, "compareInput")->toPlainText() == QStringLiteral("half-typed prompt"));
 }
+
+TEST_CASE("gui: compare while a reply streams waits for it and never replaces the live panel's last reply", "[gui][unit]") {
+  // Issue 12, bug 8: a compare run queued behind a chat reply showed "Running baseline…" over
+  // empty panes, and its statistics overwrote the live panel's last reply.
+  EngineHost host;
+  host.loadModels(QStringLiteral("/nonexistent/missing-model.gguf"), QString());
+  ChatController controller(host.worker(), QStringLiteral(":memory:"));
+  MainWindow window(&controller);
+  const AnalysisTools tools = install_analysis_tools(window, host.worker(), &controller);
+  LiveStats chat;
+  chat.job_id = 7;
+  chat.finished = true;
+  chat.stats.n_generated = 5;
+  Q_EMIT host.worker()->statsUpdated(chat);
+  REQUIRE(wait_until([&] { return tools.live_panel->updateCount() == 1; }, 2000));
+  LiveStats compare_stats = chat;
+  compare_stats.job_id = kCompareJobBit | 1;
+  compare_stats.stats.n_generated = 99;
+  Q_EMIT host.worker()->statsUpdated(compare_stats);
+  QTest::qWait(50);
+  CHECK(tools.live_panel->updateCount() == 1);
+  CHECK(tools.live_panel->stats().stats.n_generated == 5);
+
+  CompareView& view = *tools.compare;
+  view.setChatBusy(true);
+  view.setPrompt(QStringLiteral("hello"));
+  view.run();
+  CHECK(child<QLabel>(view, "compareStatus")->text() == QStringLiteral("Waiting for the current reply to finish\u2026"));
+  REQUIRE(wait_until([&] { return view.hasResult(); }, kTimeoutMs));  // the missing model ends it
+  view.setChatBusy(false);
+  view.run();
+  CHECK(child<QLabel>(view, "compareStatus")->text() == QStringLiteral("Running baseline\u2026"));
+  REQUIRE(wait_until([&] { return view.hasResult(); }, kTimeoutMs));
+}

@@ -9,18 +9,23 @@
 #include <QSignalSpy>
 #include <QTextBlock>
 #include <QTextDocument>
+#include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
 
 #include <vector>
 
 #include "engine/model_pair.h"
+#include "storage/conversation_store.h"
 #include "test_paths.h"
 #include "tests/ui/gui_test_util.h"
+#include "ui/analysis_tools.h"
+#include "ui/chat_controller.h"
 #include "ui/chat_model.h"
 #include "ui/chat_view.h"
 #include "ui/engine_worker.h"
 #include "ui/live_panel.h"
+#include "ui/main_window.h"
 #include "ui/piece_rebuilder.h"
 #include "ui/spec_setup.h"
 #include "ui/stat_charts.h"
@@ -327,4 +332,45 @@ TEST_CASE("gui: a reloaded reply gets its drafted and target pieces back", "[gui
   REQUIRE(wait_until([&] { return decoded.count() == 1; }, kTimeoutMs));
   QTest::qWait(20);
   CHECK(other.item(0).pieces.isEmpty());
+}
+
+TEST_CASE("gui: the live panel shows the selected conversation's last reply, also after a restart", "[gui][unit]") {
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+  const QString db = dir.filePath(QStringLiteral("chat.sqlite"));
+  int64_t with_stats = 0, without = 0;
+  {
+    specchat::ConversationStore s(db.toStdString());
+    with_stats = s.create_conversation("measured");
+    specchat::Message u;
+    u.conversation_id = with_stats;
+    u.role = "user";
+    u.text = "hi";
+    s.add_message(u);
+    specchat::Message a = u;
+    a.role = "assistant";
+    a.text = "hello";
+    const int64_t reply = s.add_message(a);
+    specchat::GenerationRecord g;
+    g.mode = "speculative";
+    g.params_json = R"({"drafter":"model","tree_mode":"chain","draft_k":4})";
+    g.stats_json = R"({"n_generated":37,"n_drafted":40,"n_accepted":30,"n_steps":9,"decode_ms":500,"prefill_ms":20})";
+    g.accepted_hist = {1, 0, 2, 6};
+    s.record_generation(reply, g);
+    without = s.create_conversation("not measured");  // newest: opens first
+  }
+  specchat::ui::EngineHost engine;
+  specchat::ui::ChatController controller(engine.worker(), db);
+  specchat::ui::MainWindow window(&controller);
+  const specchat::ui::AnalysisTools tools = specchat::ui::install_analysis_tools(window, engine.worker(), &controller);
+  REQUIRE(controller.conversationId() == without);
+  controller.openConversation(with_stats);
+  REQUIRE(wait_until([&] { return tools.live_panel->stats().stats.n_generated == 37; }, 10000));
+  CHECK(tools.live_panel->stats().stats.n_accepted == 30);
+  CHECK(tools.live_panel->stats().finished);
+  CHECK(tools.live_panel->stats().drafter == QStringLiteral("draft model"));
+  CHECK(tools.live_panel->stats().stats.accepted_hist == std::vector<int>{1, 0, 2, 6});
+  controller.openConversation(without);
+  REQUIRE(wait_until([&] { return tools.live_panel->stats().stats.n_generated == 0; }, 10000));
+  CHECK(tools.live_panel->updateCount() == 0);  // cleared: "No reply yet"
 }

@@ -4,6 +4,7 @@
 // the target's instead of letting the engine try to load the pair.
 #include <catch2/catch.hpp>
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFile>
@@ -45,6 +46,7 @@ AppSettings non_default() {
   g.sampling.top_k = 40;
   g.sampling.top_p = 0.9f;
   g.sampling.seed = 4242;
+  g.pin_seed = true;
   g.max_tokens = 77;
   s.theme = QStringLiteral("dark");
   return s;
@@ -63,6 +65,8 @@ void check_equal(const AppSettings& a, const AppSettings& b) {
   CHECK(a.generation.sampling.top_k == b.generation.sampling.top_k);
   CHECK(a.generation.sampling.top_p == Approx(b.generation.sampling.top_p));
   CHECK(a.generation.sampling.seed == b.generation.sampling.seed);
+  CHECK(a.generation.pin_seed == b.generation.pin_seed);
+  CHECK(a.generation.auto_tree == b.generation.auto_tree);
   CHECK(a.generation.max_tokens == b.generation.max_tokens);
   CHECK(a.theme == b.theme);
 }
@@ -213,4 +217,58 @@ TEST_CASE("gui settings: a draft with another vocabulary is explained, a matchin
   dialog.findChild<QLineEdit*>(QStringLiteral("draftPathEdit"))->setText(QString::fromStdString(draft));
   dialog.accept();
   CHECK(dialog.result() == QDialog::Accepted);
+}
+
+TEST_CASE("gui settings: only the fields the drafter, tree mode and temperature use are enabled; Auto round trips", "[gui][unit]") {
+  AppSettings s;
+  s.generation.sampling.temperature = 0;
+  SettingsDialog dialog(s);
+  auto* drafter = dialog.findChild<QComboBox*>(QStringLiteral("drafterCombo"));
+  auto* tree = dialog.findChild<QComboBox*>(QStringLiteral("treeModeCombo"));
+  auto enabled = [&](const char* name) { return dialog.findChild<QWidget*>(QString::fromLatin1(name))->isEnabled(); };
+  REQUIRE(drafter != nullptr);
+  REQUIRE(tree != nullptr);
+  drafter->setCurrentIndex(drafter->findData(QStringLiteral("model")));
+  tree->setCurrentIndex(tree->findData(QStringLiteral("chain")));
+  CHECK(enabled("draftKSpin"));
+  CHECK_FALSE(enabled("nodeBudgetSpin"));
+  CHECK_FALSE(enabled("branchSpin"));
+  tree->setCurrentIndex(tree->findData(QStringLiteral("dynamic")));
+  CHECK_FALSE(enabled("draftKSpin"));
+  CHECK(enabled("nodeBudgetSpin"));
+  CHECK(enabled("depthSpin"));
+  CHECK(enabled("branchSpin"));
+  tree->setCurrentIndex(tree->findData(QStringLiteral("optimal")));
+  CHECK(enabled("depthSpin"));
+  CHECK_FALSE(enabled("branchSpin"));
+  tree->setCurrentIndex(tree->findData(QStringLiteral("auto")));
+  for (const char* n : {"draftKSpin", "nodeBudgetSpin", "depthSpin", "branchSpin"}) CHECK_FALSE(enabled(n));
+  CHECK(dialog.settings().generation.auto_tree);
+  drafter->setCurrentIndex(drafter->findData(QStringLiteral("none")));
+  CHECK_FALSE(enabled("treeModeCombo"));
+  // Greedy: sampling filters and the seed do nothing.
+  CHECK_FALSE(enabled("topKSpin"));
+  CHECK_FALSE(enabled("seedSpin"));
+  dialog.findChild<QDoubleSpinBox*>(QStringLiteral("temperatureSpin"))->setValue(0.8);
+  CHECK(enabled("topKSpin"));
+  CHECK(enabled("pinSeedCheck"));
+  CHECK_FALSE(enabled("seedSpin"));  // unpinned: a fresh seed per reply
+  dialog.findChild<QCheckBox*>(QStringLiteral("pinSeedCheck"))->setChecked(true);
+  CHECK(enabled("seedSpin"));
+  // Hover help, one line each, for the terms people do not know.
+  for (const char* n : {"nodeBudgetSpin", "depthSpin", "treeModeCombo", "draftKSpin"}) {
+    INFO(n);
+    const QString tip = dialog.findChild<QWidget*>(QString::fromLatin1(n))->toolTip();
+    CHECK_FALSE(tip.isEmpty());
+    CHECK_FALSE(tip.contains(QLatin1Char('\n')));
+  }
+
+  // "auto" is saved and read back as in the CLI's --tree auto.
+  QTemporaryDir dir;
+  const QString file = dir.filePath(QStringLiteral("s.ini"));
+  AppSettings a;
+  a.generation.auto_tree = true;
+  REQUIRE(save_settings(a, file));
+  CHECK(load_settings(file).generation.auto_tree);
+  CHECK(to_spec_settings(load_settings(file).generation).auto_tree);
 }

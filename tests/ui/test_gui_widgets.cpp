@@ -105,8 +105,9 @@ TEST_CASE("gui: chat view follows the model", "[gui][unit]") {
   st.mode = "baseline";
   st.n_tokens = 2;
   m.finishReply(row, QStringLiteral("Once upon a"), st, QStringLiteral("length"));
-  CHECK(v.toPlainText() ==
-        QStringLiteral("You\nline one\nline two\nAssistant\nOnce upon a\n") + format_stats(st));
+  // A reply cut by max tokens says so after its stats (issue 12: finish reasons were invisible).
+  CHECK(v.toPlainText() == QStringLiteral("You\nline one\nline two\nAssistant\nOnce upon a\n") + format_stats(st) +
+                               QStringLiteral(" \u00b7 ") + finish_reason_text(QStringLiteral("length")));
   // Copy "this message": a position in a row's header or text maps to that row.
   const QString plain = v.toPlainText();
   CHECK(v.rowAtPosition(static_cast<int>(plain.indexOf(QStringLiteral("You")))) == 0);
