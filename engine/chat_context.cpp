@@ -10,8 +10,6 @@ namespace specchat {
 
 namespace {
 
-constexpr const char* kSpacePiece = "\xE2\x96\x81";  // U+2581, SentencePiece's space mark
-
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
@@ -27,16 +25,25 @@ ChatContext from_text(const ModelPair& pair, const std::vector<ContextMessage>& 
   return c;
 }
 
+// The pieces after the first `skip` bytes of their text; false when `skip` ends inside a marker.
+bool pieces_after(const std::vector<ChatPiece>& pieces, size_t skip, std::vector<ChatPiece>& out) {
+  out.clear();
+  for (const ChatPiece& p : pieces) {
+    if (skip >= p.text.size()) {
+      skip -= p.text.size();
+      continue;
+    }
+    if (skip > 0 && p.marker) return false;
+    out.push_back({p.text.substr(skip), p.marker});
+    skip = 0;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<int32_t> encode_continuation(const ModelPair& pair, const std::string& text) {
-  std::vector<int32_t> ids = pair.tokenizer->encode(text);
-  const Vocab& v = pair.tokenizer->vocab();
-  if (v.add_space_prefix && !ids.empty() && !text.empty() && text[0] != ' ' &&
-      v.pieces[static_cast<size_t>(ids[0])] == kSpacePiece) {
-    ids.erase(ids.begin());
-  }
-  return ids;
+  return pair.tokenizer->encode(text, false);
 }
 
 ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextMessage>& messages) {
@@ -59,32 +66,33 @@ ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextM
   }
   if (!any_reply) return from_text(pair, messages, "");
 
-  // Walk the replies: the template text up to each reply's content is encoded (the first
-  // piece as a prompt with BOS, later ones as continuations), the reply's stored ids follow.
+  // Walk the replies: the template up to each reply's content is encoded (the first part as a
+  // prompt with BOS, later ones as continuations), the reply's stored ids follow.
+  const char* not_prefix = "the chat template does not render earlier turns as a prefix";
+  const Vocab& v = pair.target->vocab();
   ChatContext c;
   std::vector<ChatMessage> plain;
+  std::vector<ChatPiece> tail;
   std::string consumed;  // rendered text covered by c.prompt so far
+  auto append = [&](const std::vector<ChatPiece>& rendered) {
+    if (!starts_with(chat_pieces_text(rendered), consumed) || !pieces_after(rendered, consumed.size(), tail)) {
+      return false;
+    }
+    if (consumed.empty() && v.add_bos) c.prompt.push_back(v.bos_id);
+    const std::vector<int32_t> ids = pair.tokenizer->encode_chat_pieces(tail, consumed.empty());
+    c.prompt.insert(c.prompt.end(), ids.begin(), ids.end());
+    return true;
+  };
   for (const auto& m : messages) {
     if (m.message.role == "assistant") {
-      const std::string before = render_chat(pair.template_name, plain, true);
-      if (!starts_with(before, consumed)) {
-        return from_text(pair, messages, "the chat template does not render earlier turns as a prefix");
-      }
-      const std::string piece = before.substr(consumed.size());
-      const std::vector<int32_t> ids =
-          consumed.empty() ? pair.encode_prompt(piece) : encode_continuation(pair, piece);
-      c.prompt.insert(c.prompt.end(), ids.begin(), ids.end());
+      const std::vector<ChatPiece> before = pair.render(plain, true);
+      if (!append(before)) return from_text(pair, messages, not_prefix);
       c.prompt.insert(c.prompt.end(), m.ids.begin(), m.ids.end());
-      consumed = before + m.message.content;
+      consumed = chat_pieces_text(before) + m.message.content;
     }
     plain.push_back(m.message);
   }
-  const std::string full = render_chat(pair.template_name, plain, true);
-  if (!starts_with(full, consumed)) {
-    return from_text(pair, messages, "the chat template does not render earlier turns as a prefix");
-  }
-  const std::vector<int32_t> tail = encode_continuation(pair, full.substr(consumed.size()));
-  c.prompt.insert(c.prompt.end(), tail.begin(), tail.end());
+  if (!append(pair.render(plain, true))) return from_text(pair, messages, not_prefix);
   c.reused_ids = true;
   return c;
 }

@@ -42,9 +42,8 @@ struct ChatContext {
 // ("empty_prompt") as ModelPair::encode_prompt, std::invalid_argument for a bad role.
 ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextMessage>& messages);
 
-// Encodes text that continues a prompt (no BOS): SentencePiece's dummy prefix (a "▁" added
-// before the text, add_space_prefix) belongs to the start of a whole prompt, so a leading
-// lone "▁" piece it produced is dropped when the text does not itself start with a space.
+// Encodes plain text that continues a prompt (no BOS, no SentencePiece dummy prefix: that
+// belongs to the start of a whole prompt). Control-token texts in it stay text.
 std::vector<int32_t> encode_continuation(const ModelPair& pair, const std::string& text);
 
 }  // namespace specchat

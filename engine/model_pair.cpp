@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 #include <filesystem>
 
 namespace specchat {
@@ -111,19 +112,37 @@ ModelPair ModelPair::load(const PairOptions& opt) {
     mp.warnings.insert(mp.warnings.end(), vc.warnings.begin(), vc.warnings.end());
   }
   mp.tokenizer = std::make_unique<Tokenizer>(mp.target->vocab());
-  const std::string tmpl = mp.target->vocab().chat_template;
-  mp.template_name = "specchat";
-  for (const std::string& name : chat_template_names()) {
-    if (tmpl == name) mp.template_name = name;
-  }
+  mp.template_name = choose_chat_template(mp.target->vocab().chat_template, opt.chat_template,
+                                          opt.fallback_template, mp.warnings);
   return mp;
+}
+
+std::string choose_chat_template(const std::string& file_template, const std::string& user_pick,
+                                 const std::string& fallback, std::vector<std::string>& warnings) {
+  const auto names = chat_template_names();
+  auto check = [&](const std::string& name, const char* what) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) return name;
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    throw std::invalid_argument(std::string(what) + " \"" + name + "\" is not a chat template (known: " +
+                                known + ")");
+  };
+  if (!user_pick.empty()) return check(user_pick, "chat template");
+  const std::string found = chat_template_name_for(file_template);
+  if (!found.empty()) return found;
+  const std::string use = check(fallback, "fallback chat template");
+  warnings.push_back(std::string(file_template.empty() ? "the model has no chat template"
+                                                       : "the model's chat template is not one SpecChat recognises") +
+                     ": chats use the \"" + use + "\" template; pick another with --chat-template "
+                     "(CLI) or the chat template setting (app)");
+  return use;
 }
 
 std::vector<int32_t> ModelPair::encode_prompt(const std::string& text) const {
   std::vector<int32_t> ids;
   const Vocab& v = target->vocab();
   if (v.add_bos) ids.push_back(v.bos_id);
-  const std::vector<int32_t> body = tokenizer->encode(text);
+  const std::vector<int32_t> body = tokenizer->encode(text, true);
   ids.insert(ids.end(), body.begin(), body.end());
   if (ids.empty()) {
     throw GenerationError("empty_prompt",
@@ -132,8 +151,22 @@ std::vector<int32_t> ModelPair::encode_prompt(const std::string& text) const {
   return ids;
 }
 
+std::vector<ChatPiece> ModelPair::render(const std::vector<ChatMessage>& messages,
+                                         bool add_generation_prompt) const {
+  return render_chat_pieces(template_name, messages, add_generation_prompt, tokenizer->specials());
+}
+
 std::vector<int32_t> ModelPair::encode_chat(const std::vector<ChatMessage>& messages) const {
-  return encode_prompt(render_chat(template_name, messages, true));
+  std::vector<int32_t> ids;
+  const Vocab& v = target->vocab();
+  if (v.add_bos) ids.push_back(v.bos_id);
+  const std::vector<int32_t> body = tokenizer->encode_chat_pieces(render(messages, true), true);
+  ids.insert(ids.end(), body.begin(), body.end());
+  if (ids.empty()) {
+    throw GenerationError("empty_prompt",
+                          "the prompt tokenizes to zero tokens and the model adds no BOS");
+  }
+  return ids;
 }
 
 }  // namespace specchat

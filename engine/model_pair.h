@@ -24,6 +24,12 @@ struct PairOptions {
   int n_seq = 1;               // sequences decoded together (KV pool of both models; Engine capacity)
   BackendKind backend = BackendKind::cpu;        // target's backend
   BackendKind draft_backend = BackendKind::cpu;  // draft's backend (may differ: measured choice)
+  // Chat template (chat_template_names()): "" = the one recognised in the target's
+  // tokenizer.chat_template; a name = the user's pick, used whatever the file says.
+  std::string chat_template;
+  // Used, with a notice in ModelPair::warnings, when the file's template is missing or not
+  // recognised and the user picked none (the CLI's --chat-template, the app's setting).
+  std::string fallback_template = "chatml";
 };
 
 // Which drafter a pair uses and why (for a stderr line and the --json "draft_choice" field).
@@ -46,18 +52,29 @@ struct ModelPair {
   std::unique_ptr<LlamaModel> target;
   std::unique_ptr<LlamaModel> draft;   // null when no draft
   std::unique_ptr<Tokenizer> tokenizer;
-  std::vector<std::string> warnings;   // accepted vocabulary differences (B06), a context past n_ctx_train
-  std::string template_name;           // from the target's tokenizer.chat_template, or "specchat"
+  std::vector<std::string> warnings;   // accepted vocabulary differences (B06), a context past
+                                       // n_ctx_train, a chat template not recognised
+  std::string template_name;           // PairOptions::chat_template, else recognised from the
+                                       // target's tokenizer.chat_template, else the fallback
   DraftChoice draft_choice;            // how the draft was chosen (auto_draft), else "given"/"none"
 
   static ModelPair load(const PairOptions& opt);
 
-  // BOS (when the vocab wants it) + encode(text). Throws GenerationError("empty_prompt") when
-  // the result has no tokens.
+  // BOS (when the vocab wants it) + encode(text): the text is plain text, control-token texts
+  // in it stay text. Throws GenerationError("empty_prompt") when the result has no tokens.
   std::vector<int32_t> encode_prompt(const std::string& text) const;
-  // BOS + encode(render_chat(template_name, messages, true)).
+  // BOS + the rendered chat (template_name, generation prompt) with the template's markers as
+  // control ids and the messages as text (Tokenizer::encode_chat_pieces).
   std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const;
+  // render_chat_pieces with template_name and the model's own BOS/EOS texts.
+  std::vector<ChatPiece> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
 };
+
+// The chat template for a target whose tokenizer.chat_template is `file_template`:
+// `user_pick` when given (std::invalid_argument if it is not a name), else the recognised family,
+// else `fallback` with a notice appended to `warnings` that names it and how to pick another.
+std::string choose_chat_template(const std::string& file_template, const std::string& user_pick,
+                                 const std::string& fallback, std::vector<std::string>& warnings);
 
 // Where the bundled models live: $SPECCHAT_MODELS, else the source tree's resources/models
 // (development builds), else <exe dir>/../share/specchat/models.

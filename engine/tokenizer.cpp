@@ -1,170 +1,224 @@
-// SentencePiece tokenizer rebuilt from a GGUF vocabulary: a ModelProto written in protobuf wire
-// format by hand (https://protobuf.dev/programming-guides/encoding/), field numbers from
-// sentencepiece's src/sentencepiece_model.proto (v0.1.97).
+// Tokenizer: SentencePiece or byte-level BPE by tokenizer.ggml.model, and the rule that only
+// chat-template markers become control ids (see tokenizer.h).
 #include "engine/tokenizer.h"
 
 #include <sentencepiece_processor.h>
 
-#include <cstring>
+#include <algorithm>
 #include <stdexcept>
-#include <string_view>
 
+#include "engine/bpe.h"
+#include "engine/pretokenizer.h"
 #include "engine/utf8.h"
 
 namespace specchat {
 namespace {
 
-// Protobuf wire types.
-constexpr uint32_t kVarint = 0, kLen = 2, kFixed32 = 5;
-
-// ModelProto fields.
-constexpr uint32_t kModelPieces = 1, kModelTrainerSpec = 2, kModelNormalizerSpec = 3;
-// ModelProto.SentencePiece fields.
-constexpr uint32_t kPiecePiece = 1, kPieceScore = 2, kPieceType = 3;
-// TrainerSpec fields and TrainerSpec.ModelType values.
-constexpr uint32_t kTrainerModelType = 3, kTrainerVocabSize = 4, kTrainerByteFallback = 35,
-                   kTrainerUnkId = 40, kTrainerBosId = 41, kTrainerEosId = 42, kTrainerPadId = 43;
-constexpr uint32_t kModelTypeBpe = 2;
-// NormalizerSpec fields.
-constexpr uint32_t kNormName = 1, kNormAddDummyPrefix = 3, kNormRemoveExtraWhitespaces = 4,
-                   kNormEscapeWhitespaces = 5;
-
-void put_varint(std::string& o, uint64_t v) {
-  while (v >= 0x80) {
-    o += static_cast<char>((v & 0x7F) | 0x80);
-    v >>= 7;
-  }
-  o += static_cast<char>(v);
-}
-
-void put_tag(std::string& o, uint32_t field, uint32_t wire) { put_varint(o, (field << 3) | wire); }
-
-// int32 fields are varints of the value sign-extended to 64 bits: -1 takes 10 bytes.
-void put_int32(std::string& o, uint32_t field, int32_t v) {
-  put_tag(o, field, kVarint);
-  put_varint(o, static_cast<uint64_t>(static_cast<int64_t>(v)));
-}
-
-void put_bool(std::string& o, uint32_t field, bool v) {
-  put_tag(o, field, kVarint);
-  put_varint(o, v ? 1 : 0);
-}
-
-void put_bytes(std::string& o, uint32_t field, std::string_view s) {
-  put_tag(o, field, kLen);
-  put_varint(o, s.size());
-  o.append(s);
-}
-
-void put_float(std::string& o, uint32_t field, float f) {
-  put_tag(o, field, kFixed32);
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  for (int i = 0; i < 4; ++i) o += static_cast<char>((bits >> (8 * i)) & 0xFF);  // little endian
-}
-
 std::string status_text(const sentencepiece::util::Status& s) { return s.ToString(); }
+
+bool looks_special(const std::string& s) {
+  return s.size() > 4 && s.compare(0, 2, "<|") == 0 && s.compare(s.size() - 2, 2, "|>") == 0;
+}
+
+std::unique_ptr<sentencepiece::SentencePieceProcessor> load_proto(const std::string& proto) {
+  auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  const auto st = sp->LoadFromSerializedProto(proto);
+  if (!st.ok()) {
+    throw VocabError("cannot build a SentencePiece model from the vocabulary: " + status_text(st));
+  }
+  return sp;
+}
 
 }  // namespace
 
-std::string build_spm_model_proto(const Vocab& vocab) {
-  if (vocab.model != "llama") {
-    throw VocabError("tokenizer.ggml.model \"" + utf8_printable(vocab.model) +
-                     "\" is not supported: only \"llama\" (SentencePiece) vocabularies can be "
-                     "encoded");
+Tokenizer::Tokenizer(const Vocab& vocab, const std::string& spm_model_path) : vocab_(vocab) {
+  if (vocab_.model != "llama" && vocab_.model != "gpt2") {
+    throw VocabError("tokenizer.ggml.model \"" + utf8_printable(vocab_.model) +
+                     "\" is not supported: only \"llama\" (SentencePiece) and \"gpt2\" (byte-level "
+                     "BPE) vocabularies can be encoded");
   }
-  const size_t n = vocab.pieces.size();
-  if (vocab.scores.size() != n || vocab.types.size() != n) {
+  const size_t n = vocab_.pieces.size();
+  if (vocab_.types.size() != n || vocab_.scores.size() != n) {
     throw VocabError("vocabulary arrays differ in length: " + std::to_string(n) + " tokens, " +
-                     std::to_string(vocab.scores.size()) + " scores, " +
-                     std::to_string(vocab.types.size()) + " types");
+                     std::to_string(vocab_.scores.size()) + " scores, " +
+                     std::to_string(vocab_.types.size()) + " types");
   }
-  std::string proto;
-  bool has_bytes = false;
-  std::string piece;
+  const auto& marker_texts = chat_marker_texts();
+  const std::string bos_text = vocab_.bos_id >= 0 && static_cast<size_t>(vocab_.bos_id) < n ? vocab_.pieces[static_cast<size_t>(vocab_.bos_id)] : "";
+  const std::string eos_text = vocab_.eos_id >= 0 && static_cast<size_t>(vocab_.eos_id) < n ? vocab_.pieces[static_cast<size_t>(vocab_.eos_id)] : "";
+  protected_.assign(n, false);
   for (size_t i = 0; i < n; ++i) {
-    piece.clear();
-    put_bytes(piece, kPiecePiece, vocab.pieces[i]);
-    put_float(piece, kPieceScore, vocab.scores[i]);
-    put_int32(piece, kPieceType, static_cast<int32_t>(vocab.types[i]));
-    put_bytes(proto, kModelPieces, piece);
-    has_bytes = has_bytes || vocab.types[i] == TokenType::byte;
+    const TokenType t = vocab_.types[i];
+    const std::string& p = vocab_.pieces[i];
+    const auto id = static_cast<int32_t>(i);
+    if (t == TokenType::control || t == TokenType::user_defined) markers_.emplace(p, id);
+    if (t == TokenType::control) {
+      protected_[i] = true;
+    } else if (t == TokenType::user_defined) {
+      protected_[i] = vocab_.is_eog(id) || id == vocab_.bos_id || looks_special(p) || p == bos_text ||
+                      p == eos_text ||
+                      std::find(marker_texts.begin(), marker_texts.end(), p) != marker_texts.end();
+    }
   }
 
-  // Llama's tokenizer.model is a BPE model whose scores order the merges; SentencePiece's BPE
-  // encoder merges the pair whose merged piece has the highest score, as the original does.
-  std::string trainer;
-  put_int32(trainer, kTrainerModelType, static_cast<int32_t>(kModelTypeBpe));
-  put_int32(trainer, kTrainerVocabSize, vocab.size());
-  put_bool(trainer, kTrainerByteFallback, has_bytes);
-  put_int32(trainer, kTrainerUnkId, vocab.unk_id);
-  put_int32(trainer, kTrainerBosId, vocab.bos_id);
-  put_int32(trainer, kTrainerEosId, vocab.eos_id);
-  put_int32(trainer, kTrainerPadId, -1);
-  put_bytes(proto, kModelTrainerSpec, trainer);
-
-  // "identity": no precompiled character map, so text is not normalised; whitespace is kept
-  // as is (Llama: no collapsing of runs of spaces, B15) and escaped to U+2581.
-  std::string norm;
-  put_bytes(norm, kNormName, "identity");
-  put_bool(norm, kNormAddDummyPrefix, vocab.add_space_prefix);
-  put_bool(norm, kNormRemoveExtraWhitespaces, false);
-  put_bool(norm, kNormEscapeWhitespaces, true);
-  put_bytes(proto, kModelNormalizerSpec, norm);
-  return proto;
-}
-
-Tokenizer::Tokenizer(const Vocab& vocab, const std::string& spm_model_path)
-    : vocab_(vocab), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-  if (spm_model_path.empty()) {
-    const auto st = sp_->LoadFromSerializedProto(build_spm_model_proto(vocab_));
-    if (!st.ok()) {
-      throw VocabError("cannot build a SentencePiece model from the vocabulary: " +
-                       status_text(st));
+  if (vocab_.model == "llama") {
+    sp_encode_ = load_proto(build_spm_model_proto(vocab_, protected_, false));
+    if (spm_model_path.empty()) {
+      sp_decode_ = load_proto(build_spm_model_proto(vocab_));
+      return;
+    }
+    sp_decode_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
+    const auto st = sp_decode_->Load(spm_model_path);
+    if (!st.ok())
+      throw VocabError(spm_model_path + ": cannot load SentencePiece model: " + status_text(st));
+    // The ids the model was trained on are the GGUF's: a tokenizer.model that disagrees would
+    // silently feed it other tokens.
+    if (sp_decode_->GetPieceSize() != vocab_.size()) {
+      throw VocabError(spm_model_path + ": has " + std::to_string(sp_decode_->GetPieceSize()) +
+                       " pieces, the model's vocabulary has " + std::to_string(vocab_.size()));
+    }
+    for (int32_t id = 0; id < vocab_.size(); ++id) {
+      if (sp_decode_->IdToPiece(id) != vocab_.pieces[static_cast<size_t>(id)]) {
+        throw VocabError(spm_model_path + ": piece " + std::to_string(id) + " is \"" +
+                         utf8_printable(sp_decode_->IdToPiece(id)) + "\", the model's vocabulary has \"" +
+                         utf8_printable(vocab_.pieces[static_cast<size_t>(id)]) + "\"");
+      }
     }
     return;
   }
-  const auto st = sp_->Load(spm_model_path);
-  if (!st.ok())
-    throw VocabError(spm_model_path + ": cannot load SentencePiece model: " + status_text(st));
-  // The ids the model was trained on are the GGUF's: a tokenizer.model that disagrees would
-  // silently feed it other tokens.
-  if (sp_->GetPieceSize() != vocab_.size()) {
-    throw VocabError(spm_model_path + ": has " + std::to_string(sp_->GetPieceSize()) +
-                     " pieces, the model's vocabulary has " + std::to_string(vocab_.size()));
+
+  // Byte-level BPE.
+  if (!spm_model_path.empty()) {
+    throw VocabError(spm_model_path + ": a SentencePiece model cannot serve a \"gpt2\" vocabulary");
   }
-  for (int32_t id = 0; id < vocab_.size(); ++id) {
-    if (sp_->IdToPiece(id) != vocab_.pieces[static_cast<size_t>(id)]) {
-      throw VocabError(spm_model_path + ": piece " + std::to_string(id) + " is \"" +
-                       utf8_printable(sp_->IdToPiece(id)) + "\", the model's vocabulary has \"" +
-                       utf8_printable(vocab_.pieces[static_cast<size_t>(id)]) + "\"");
+  if (vocab_.pre.empty()) {
+    std::string known;
+    for (const auto& name : PreTokenizer::names()) known += (known.empty() ? "" : ", ") + name;
+    throw VocabError("the vocabulary is byte-level BPE (\"gpt2\") but names no pre-tokenizer "
+                     "(tokenizer.ggml.pre is missing; known: " + known + ")");
+  }
+  if (vocab_.merges.empty()) {
+    throw VocabError("the vocabulary is byte-level BPE (\"gpt2\") but has no merges "
+                     "(tokenizer.ggml.merges is missing or empty)");
+  }
+  pre_ = std::make_unique<PreTokenizer>(vocab_.pre);
+  bpe_ = std::make_unique<BpeMerger>(vocab_, pre_->ignore_merges());
+  for (size_t i = 0; i < n; ++i) {
+    if (vocab_.types[i] == TokenType::user_defined && !protected_[i] && !vocab_.pieces[i].empty()) {
+      added_.emplace_back(vocab_.pieces[i], static_cast<int32_t>(i));
     }
   }
+  std::stable_sort(added_.begin(), added_.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
 }
 
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
-std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
-  std::vector<int> ids;
-  const auto st = sp_->Encode(text, &ids);
-  if (!st.ok()) throw VocabError("SentencePiece encode failed: " + status_text(st));
-  return std::vector<int32_t>(ids.begin(), ids.end());
+bool Tokenizer::is_protected(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < protected_.size() && protected_[static_cast<size_t>(id)];
+}
+
+int32_t Tokenizer::marker_id(const std::string& marker) const {
+  const auto it = markers_.find(marker);
+  return it == markers_.end() ? -1 : it->second;
+}
+
+ChatSpecials Tokenizer::specials() const {
+  ChatSpecials s;
+  if (vocab_.bos_id >= 0 && vocab_.bos_id < vocab_.size()) s.bos = vocab_.pieces[static_cast<size_t>(vocab_.bos_id)];
+  if (vocab_.eos_id >= 0 && vocab_.eos_id < vocab_.size()) s.eos = vocab_.pieces[static_cast<size_t>(vocab_.eos_id)];
+  return s;
+}
+
+void Tokenizer::encode_bpe(const std::string& text, std::vector<int32_t>& out) const {
+  const std::string norm = pre_->normalize(text);
+  for (const auto& [b, len] : pre_->split(norm)) bpe_->encode_word(std::string_view(norm).substr(b, len), out);
+}
+
+std::vector<int32_t> Tokenizer::encode_text(const std::string& text, bool prefix) const {
+  std::vector<int32_t> out;
+  if (text.empty()) return out;
+  if (sp_encode_) {
+    std::vector<int> ids;
+    // The dummy prefix as SentencePiece's normalizer writes it: one escaped space in front.
+    const auto st = sp_encode_->Encode(prefix && vocab_.add_space_prefix ? " " + text : text, &ids);
+    if (!st.ok()) throw VocabError("SentencePiece encode failed: " + status_text(st));
+    out.assign(ids.begin(), ids.end());
+    return out;
+  }
+  // Byte-level BPE: the matched USER_DEFINED pieces split the text (longest first at each
+  // position); the runs between them are normalized, pre-tokenized and merged.
+  size_t run = 0, i = 0;
+  while (i < text.size()) {
+    const std::pair<std::string, int32_t>* hit = nullptr;
+    for (const auto& a : added_) {
+      if (text.compare(i, a.first.size(), a.first) == 0) {
+        hit = &a;
+        break;
+      }
+    }
+    if (hit == nullptr) {
+      ++i;
+      continue;
+    }
+    encode_bpe(text.substr(run, i - run), out);
+    out.push_back(hit->second);
+    i += hit->first.size();
+    run = i;
+  }
+  encode_bpe(text.substr(run), out);
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string& text, bool at_start) const {
+  return encode_text(text, at_start);
+}
+
+std::vector<int32_t> Tokenizer::encode_chat_pieces(const std::vector<ChatPiece>& pieces,
+                                                    bool at_start) const {
+  std::vector<int32_t> out;
+  std::string text;
+  bool prefix = at_start;  // the next text run gets SentencePiece's dummy prefix
+  bool first = true;       // nothing emitted yet
+  for (const ChatPiece& p : pieces) {
+    const int32_t id = p.marker ? marker_id(p.text) : -1;
+    if (id < 0) {
+      text += p.text;
+      continue;
+    }
+    if (!text.empty()) {
+      const auto ids = encode_text(text, prefix);
+      out.insert(out.end(), ids.begin(), ids.end());
+      text.clear();
+    } else if (first && prefix && sp_encode_ && vocab_.add_space_prefix &&
+               vocab_.types[static_cast<size_t>(id)] == TokenType::user_defined) {
+      // SentencePiece on the whole text puts its dummy prefix before a leading user-defined
+      // piece: one "▁" of its own.
+      const auto ids = encode_text(" ", false);
+      out.insert(out.end(), ids.begin(), ids.end());
+    }
+    out.push_back(id);
+    first = false;
+    prefix = vocab_.types[static_cast<size_t>(id)] == TokenType::control;
+  }
+  const auto ids = encode_text(text, prefix);
+  out.insert(out.end(), ids.begin(), ids.end());
+  return out;
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
-  std::vector<int> v;
-  v.reserve(ids.size());
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_.size()) {
       throw std::out_of_range("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                               std::to_string(vocab_.size()) + ")");
     }
-    v.push_back(id);
   }
+  if (!sp_decode_) return utf8_sanitize(vocab_.decode(ids));
+  const std::vector<int> v(ids.begin(), ids.end());
   std::string out;
-  const auto st = sp_->Decode(v, &out);
+  const auto st = sp_decode_->Decode(v, &out);
   if (!st.ok()) throw VocabError("SentencePiece decode failed: " + status_text(st));
   return out;
 }

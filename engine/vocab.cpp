@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "engine/bpe.h"
 #include "engine/gguf.h"
 #include "engine/utf8.h"
 
@@ -117,6 +118,9 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
   const std::string k_model = "tokenizer.ggml.model", k_tokens = "tokenizer.ggml.tokens",
                     k_scores = "tokenizer.ggml.scores", k_types = "tokenizer.ggml.token_type";
   v.model = read_key(f, k_model, [&] { return f.get_string(k_model); });
+  const std::string k_pre = "tokenizer.ggml.pre", k_merges = "tokenizer.ggml.merges";
+  v.pre = read_key(f, k_pre, [&] { return f.get_string_or(k_pre, ""); });
+  if (f.has(k_merges)) v.merges = read_key(f, k_merges, [&] { return f.get_string_array(k_merges); });
   v.pieces = read_key(f, k_tokens, [&] { return f.get_string_array(k_tokens); });
   const size_t n = v.pieces.size();
   if (n == 0) throw VocabError(f.path() + ": vocabulary key " + k_tokens + " is empty");
@@ -179,6 +183,12 @@ std::string Vocab::token_bytes(int32_t id) const {
   }
   const auto i = static_cast<size_t>(id);
   const TokenType t = i < types.size() ? types[i] : TokenType::normal;
+  if (model == "gpt2") {
+    if (t == TokenType::control || t == TokenType::unknown || t == TokenType::unused) return "";
+    std::string b;
+    if (t == TokenType::normal && bpe_piece_bytes(pieces[i], b)) return b;
+    return pieces[i];
+  }
   switch (t) {
     case TokenType::control:
     case TokenType::unknown: return "";
@@ -201,7 +211,7 @@ std::string Vocab::decode(const std::vector<int32_t>& ids, bool strip_prefix) co
     const auto i = static_cast<size_t>(id);
     const TokenType t = i < types.size() ? types[i] : TokenType::normal;
     if (t == TokenType::control) continue;
-    if (at_start && t != TokenType::byte && !b.empty() && b[0] == ' ') b.erase(0, 1);
+    if (at_start && model != "gpt2" && t != TokenType::byte && !b.empty() && b[0] == ' ') b.erase(0, 1);
     at_start = false;
     out += b;
   }

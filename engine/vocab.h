@@ -24,8 +24,13 @@ class VocabError : public std::runtime_error {
 };
 
 struct Vocab {
-  std::string model;                 // tokenizer.ggml.model ("llama" = SentencePiece)
-  std::vector<std::string> pieces;   // [n_vocab] piece strings, '▁' (U+2581) marks a space
+  std::string model;                 // tokenizer.ggml.model ("llama" = SentencePiece, "gpt2" =
+                                     // byte-level BPE)
+  std::string pre;                   // tokenizer.ggml.pre (gpt2: the pre-tokenizer), "" if absent
+  std::vector<std::string> pieces;   // [n_vocab] piece strings; llama: '▁' (U+2581) marks a space;
+                                     // gpt2: NORMAL pieces are byte-mapped (engine/bpe.h), the
+                                     // others raw text
+  std::vector<std::string> merges;   // [n_merges] gpt2: "left right" in rank order
   std::vector<float> scores;         // [n_vocab]
   std::vector<TokenType> types;      // [n_vocab]
   int32_t bos_id = 1, eos_id = 2, unk_id = 0;
@@ -34,17 +39,20 @@ struct Vocab {
   bool add_space_prefix = true;      // tokenizer.ggml.add_space_prefix (dummy prefix)
   std::string chat_template;         // tokenizer.chat_template (a template *name* here)
 
-  // Reads tokenizer.ggml.{model,tokens,scores,token_type,bos/eos/unknown/eot_token_id,
+  // Reads tokenizer.ggml.{model,pre,tokens,scores,token_type,merges,bos/eos/unknown/eot_token_id,
   // add_bos_token,add_space_prefix}. Throws VocabError naming the missing/invalid key.
   static Vocab from_gguf(const GgufFile& f);
 
   int32_t size() const { return static_cast<int32_t>(pieces.size()); }
   // True for ids that end generation: eos and eot.
   bool is_eog(int32_t id) const { return id == eos_id || (eot_id >= 0 && id == eot_id); }
-  // Bytes of one token: '▁' -> ' ', <0xXX> byte tokens -> that byte, control and unknown
-  // tokens -> "". Throws std::out_of_range for an id outside [0, size()).
+  // Bytes of one token: llama: '▁' -> ' ', <0xXX> byte tokens -> that byte; gpt2: a NORMAL
+  // piece's byte-mapped code points -> their bytes (the text as is if it maps no bytes), other
+  // pieces as their text; control and unknown tokens -> "", and under gpt2 unused ones too
+  // (padding entries). Throws std::out_of_range for an id outside [0, size()).
   std::string token_bytes(int32_t id) const;
-  // Concatenated bytes of ids; drops the dummy-prefix space at the start when `strip_prefix`.
+  // Concatenated bytes of ids; drops the dummy-prefix space at the start when `strip_prefix`
+  // (llama only: byte-level BPE adds no dummy prefix).
   // Bytes may be incomplete UTF-8 (byte fallback); see utf8.h for safe streaming.
   std::string decode(const std::vector<int32_t>& ids, bool strip_prefix = false) const;
   // Stable 64-bit FNV-1a hash over model name, pieces, types and special ids (stored with messages).

@@ -49,6 +49,13 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
   auto* c = cmd.add_option("--chat,-c", o.chat, "user message, wrapped in the model's chat template");
   p->excludes(c);
   cmd.add_option("--system", o.system, "system prompt for --chat");
+  std::string names;
+  for (const auto& n : chat_template_names()) names += (names.empty() ? "" : ", ") + n;
+  cmd.add_option("--chat-template", o.chat_template,
+                 "chat template to use instead of the one recognised in the model file (" + names +
+                     "); also the pick when the file's template is not recognised (default then: chatml, "
+                     "with a warning)")
+      ->check(CLI::IsMember(chat_template_names()));
   cmd.add_option("--stop", o.stop, "stop string (repeatable); not included in the output");
   cmd.add_flag("--json", o.json, "print one JSON object at the end instead of streaming text");
 }
@@ -56,6 +63,7 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
 void apply_backends(const CommonOptions& o, PairOptions& po) {
   po.backend = parse_backend(o.backend);
   po.draft_backend = o.draft_backend.empty() ? po.backend : parse_backend(o.draft_backend);
+  po.chat_template = o.chat_template;
 }
 
 void apply_draft(const CommonOptions& o, bool need_draft, PairOptions& po) {

@@ -34,6 +34,7 @@ struct CommonOptions {
   std::string prompt;
   std::string chat;
   std::string system;
+  std::string chat_template;        // --chat-template: a chat_template_names() entry, "" = the file's
   std::vector<std::string> stop;
   bool json = false;
   bool prompt_given = false, chat_given = false;
@@ -42,7 +43,7 @@ struct CommonOptions {
 // Adds the shared flags to a subcommand.
 void add_common_options(CLI::App& cmd, CommonOptions& o);
 
-// Copies --backend / --draft-backend into the load options.
+// Copies --backend / --draft-backend and --chat-template into the load options.
 void apply_backends(const CommonOptions& o, PairOptions& po);
 
 // The draft model to load when a model drafter is wanted (`need_draft`): --draft's file, the

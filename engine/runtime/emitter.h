@@ -92,8 +92,14 @@ class Emitter {
       ev.drafted = res_.drafted[next_event_] != 0;
       ev.step = steps_[next_event_];
       ev.stats = &res_.stats;
-      ev.text = utf8_sanitize(std::string_view(text_).substr(released_, end - released_));
-      released_ = end;
+      // A token that ends inside a character (byte fallback, byte-level BPE) releases the
+      // complete characters before it; its partial bytes go out with the token that completes
+      // them. The last token of a finished run takes whatever is left (sanitised).
+      const bool last = all && next_event_ + 1 == res_.tokens.size();
+      const std::string_view pending = std::string_view(text_).substr(released_, end - released_);
+      const size_t cut = last ? pending.size() : utf8_complete_prefix(pending);
+      ev.text = utf8_sanitize(pending.substr(0, cut));
+      released_ += cut;
       ++next_event_;
       if (cb_) cb_(ev);
     }
