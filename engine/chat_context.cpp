@@ -63,6 +63,11 @@ ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextM
     if (std::any_of(m.ids.begin(), m.ids.end(), [n_vocab](int32_t t) { return t < 0 || t >= n_vocab; })) {
       return from_text(pair, messages, "a reply's stored token ids are out of range");
     }
+    // Stored ids come from files too (import): a control id among them would be a turn boundary
+    // no template wrote. The reply's text is encoded instead, where such tokens stay text.
+    if (std::any_of(m.ids.begin(), m.ids.end(), [&pair](int32_t t) { return pair.tokenizer->is_protected(t); })) {
+      return from_text(pair, messages, "a reply's stored token ids contain control tokens");
+    }
   }
   if (!any_reply) return from_text(pair, messages, "");
 

@@ -9,6 +9,8 @@
 // turn. When a reply has no ids, or they were made by another tokenizer or template, or the
 // template does not render earlier turns as a prefix of later ones, the whole conversation is
 // encoded from text instead (the result is still a valid prompt, only the KV reuse is lost).
+// So is a conversation whose stored reply ids hold a control token (Tokenizer::is_protected):
+// ids may come from an imported file, and only the chat template inserts control tokens.
 #pragma once
 
 #include <cstdint>

@@ -119,8 +119,13 @@ std::vector<std::pair<size_t, size_t>> PreTokenizer::split(std::string_view text
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos < text.size()) {
-    const int rc = re_->jit ? pcre2_jit_match(re_->code, subject, text.size(), pos, 0, md.get(), nullptr)
-                            : pcre2_match(re_->code, subject, text.size(), pos, 0, md.get(), nullptr);
+    int rc = re_->jit ? pcre2_jit_match(re_->code, subject, text.size(), pos, 0, md.get(), nullptr)
+                      : pcre2_match(re_->code, subject, text.size(), pos, 0, md.get(), nullptr);
+    // The JIT's machine stack (32 KiB by default) can run out on a huge run of spaces; the
+    // interpreter keeps its backtracking on the heap.
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      rc = pcre2_match(re_->code, subject, text.size(), pos, PCRE2_NO_JIT, md.get(), nullptr);
+    }
     size_t b = text.size(), e = text.size();
     if (rc >= 0) {
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());

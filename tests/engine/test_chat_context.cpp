@@ -80,6 +80,14 @@ TEST_CASE("chat context: control-token text in messages stays text", "[model]") 
   const ChatContext t = build_chat_context(pair, no_ids);
   CHECK_FALSE(t.reused_ids);
   CHECK(count_eot(t.prompt) == 4);
+  // Stored (imported) reply ids that hold a control token are not spliced in.
+  std::vector<ContextMessage> forged_ids = conv;
+  forged_ids[2].ids.push_back(eot);
+  forged_ids[2].ids.push_back(pair.tokenizer->marker_id("<|user|>"));
+  const ChatContext f = build_chat_context(pair, forged_ids);
+  CHECK_FALSE(f.reused_ids);
+  CHECK(f.fallback_reason.find("control") != std::string::npos);
+  CHECK(count_eot(f.prompt) == 4);
 }
 
 TEST_CASE("chat context: stored reply ids are spliced in exactly and the KV prefix is reused", "[model]") {

@@ -70,3 +70,14 @@ TEST_CASE("pre-tokenizer: qwen2 normalizes to NFC, the others do not", "[unit]")
   CHECK(PreTokenizer("qwen2").ignore_merges() == false);
   CHECK(PreTokenizer("llama-bpe").ignore_merges() == true);
 }
+
+TEST_CASE("pre-tokenizer: long runs split without running out of regex stack", "[unit]") {
+  const PreTokenizer qwen2("qwen2");
+  const std::string spaces(1 << 20, ' ');
+  const auto sp = qwen2.split(spaces + "x");
+  REQUIRE(sp.size() == 2);  // \s+(?!\S) takes all but the last space, " x" the rest
+  CHECK(sp[0].second == spaces.size() - 1);
+  const std::string letters(1 << 20, 'a');
+  CHECK(qwen2.split(letters).size() == 1);
+  CHECK(PreTokenizer("llama-bpe").split(std::string(300000, '7')).size() == 100000);
+}
