@@ -1,4 +1,5 @@
-// specchat-cli: the headless front end over the engine (generate, compare, chat, calibrate, bench).
+// specchat-cli: the headless front end over the engine (generate, compare, chat, calibrate, bench,
+// serve).
 // Exit codes: 0 success, 1 a request/model error (printed, or as {"error": ...} with --json),
 // 2 bad command line.
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 #include "app/cli/chat.h"
 #include "app/cli/options.h"
 #include "app/cli/report.h"
+#include "app/cli/serve.h"
 #include "engine/model_pair.h"
 #include "engine/runtime/request_planner.h"
 
@@ -173,6 +175,9 @@ int main(int argc, char** argv) {
   cli::BenchOptions bench_o;
   CLI::App* bench = app.add_subcommand("bench", "tau and tokens/s against node budget: chains, trees, n-gram");
   cli::add_bench_options(*bench, bench_o);
+  cli::ServeOptions serve_o;
+  CLI::App* srv = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, streaming, metrics)");
+  cli::add_serve_options(*srv, serve_o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -190,6 +195,14 @@ int main(int argc, char** argv) {
   if (bench->parsed()) {
     try {
       return cli::cmd_bench(bench_o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (srv->parsed()) {
+    try {
+      return cli::cmd_serve(serve_o);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 1;

@@ -1,0 +1,18 @@
+// Noticing that an HTTP client went away while its request waits or decodes. cpp-httplib 0.11
+// (Debian 12) does not expose a request's socket, so the socket is found once per request among
+// this process's open descriptors by the client's address and port (Request::remote_addr /
+// remote_port), then polled for a hang-up (POLLRDHUP/POLLHUP/POLLERR) without reading from it.
+#pragma once
+
+#include <string>
+
+namespace specchat::serve {
+
+// The descriptor of the connected TCP socket whose peer is `addr` (numeric, as getnameinfo
+// writes it) : `port`; -1 when none is found.
+int find_client_socket(const std::string& addr, int port);
+
+// True when the peer of socket `fd` has closed its side or the socket failed. -1 → false.
+bool client_gone(int fd);
+
+}  // namespace specchat::serve

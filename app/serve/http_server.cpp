@@ -1,0 +1,160 @@
+// ApiServer: routes, authentication, error bodies (the generation handler is in generate.cpp).
+#include "app/serve/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+
+namespace specchat::serve {
+
+using nlohmann::json;
+
+bool keys_equal(const std::string& presented, const std::string& expected) {
+  // Every byte of `expected` is visited whatever `presented` holds; differences are OR-ed.
+  unsigned diff = presented.size() == expected.size() ? 0u : 1u;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char a = i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
+    diff |= a ^ static_cast<unsigned char>(expected[i]);
+  }
+  return diff == 0;
+}
+
+namespace {
+
+void send_json(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+const char* status_message(int status) {
+  switch (status) {
+    case 400: return "the request could not be read (malformed HTTP)";
+    case 401: return "a valid API key is required (Authorization: Bearer <key>)";
+    case 404: return "no such route";
+    case 405: return "method not allowed";
+    case 408: return "the request was not received in time";
+    case 413: return "the request body is too large";
+    case 414: return "the request URI is too long";
+    case 431: return "the request headers are too large";
+    default: return status >= 500 ? "internal server error" : "the request was refused";
+  }
+}
+
+}  // namespace
+
+ApiServer::ApiServer(const ServeConfig& c, ModelPair& pair, Scheduler& scheduler, ServeMetrics& metrics, Log& log)
+    : cfg_(c), pair_(pair), scheduler_(scheduler), metrics_(metrics), log_(log), svr_(std::make_unique<httplib::Server>()) {
+  const int n_ctx = pair_.target->n_ctx();
+  max_input_ = c.max_input_tokens > 0 ? std::min(c.max_input_tokens, n_ctx - 1) : n_ctx - 1;
+  max_output_ = c.max_output_tokens > 0 ? c.max_output_tokens : n_ctx;
+  // One HTTP thread per request that may wait (active + queued) plus spares for refusals,
+  // health checks and metrics scrapes, so a full queue is answered with 503 at once.
+  const size_t threads = static_cast<size_t>(c.parallel + c.queue + 8);
+  svr_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  svr_->set_payload_max_length(c.max_body_bytes);
+  const auto rt = std::chrono::duration<double>(c.read_timeout_s);
+  svr_->set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(rt));
+  svr_->set_keep_alive_timeout(5);
+  // Small JSON answers and SSE chunks: without TCP_NODELAY each waits on the client's delayed ACK
+  // (~40-90 ms per request seen on loopback).
+  svr_->set_tcp_nodelay(true);
+  install_routes();
+}
+
+ApiServer::~ApiServer() = default;
+
+int ApiServer::bind() {
+  if (cfg_.port == 0) {
+    const int port = svr_->bind_to_any_port(cfg_.host);
+    if (port <= 0) throw std::runtime_error("cannot listen on " + cfg_.host + " (any port)");
+    return port;
+  }
+  if (!svr_->bind_to_port(cfg_.host, cfg_.port)) {
+    throw std::runtime_error("cannot listen on " + cfg_.host + ":" + std::to_string(cfg_.port) +
+                             " (in use, or not an address of this machine)");
+  }
+  return cfg_.port;
+}
+
+bool ApiServer::listen() { return svr_->listen_after_bind(); }
+
+void ApiServer::stop() { svr_->stop(); }
+
+// Checked inside each handler (after cpp-httplib has read the body: answering from a pre-routing
+// handler would leave an unread body on a keep-alive connection) and for unknown routes.
+bool ApiServer::authorized(const httplib::Request& req, httplib::Response& res) {
+  if (cfg_.api_key.empty()) return true;
+  const std::string auth = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (auth.size() > prefix.size() && auth.compare(0, prefix.size(), prefix) == 0 &&
+      keys_equal(auth.substr(prefix.size()), cfg_.api_key)) {
+    return true;
+  }
+  metrics_.count_request("invalid");
+  log_.info("refused " + req.method + " " + req.path + " from " + req.remote_addr + ": missing or wrong API key");
+  res.set_header("WWW-Authenticate", "Bearer");
+  send_json(res, 401, ApiError{401, status_message(401), "authentication_error", "", "invalid_api_key"}.body());
+  return false;
+}
+
+void ApiServer::install_routes() {
+  httplib::Server& s = *svr_;
+  s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    // Called for every status ≥ 400: bodies already written (JSON errors) are left alone.
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 404 && !authorized(req, res)) return httplib::Server::HandlerResponse::Handled;
+    metrics_.count_request(res.status >= 500 ? "error" : "invalid");
+    log_.info("refused " + req.method + " " + req.path + ": HTTP " + std::to_string(res.status));
+    const std::string type = res.status >= 500 ? "server_error" : "invalid_request_error";
+    send_json(res, res.status, ApiError{res.status, status_message(res.status), type, "", ""}.body());
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    log_.error("internal error on " + req.method + " " + req.path + ": " + what);
+    send_json(res, 500, ApiError{500, "internal server error", "server_error", "", "internal_error"}.body());
+  });
+
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (ready_) {
+      send_json(res, 200, json{{"status", "ok"}});
+    } else {
+      send_json(res, 503, ApiError{503, "loading the models", "unavailable_error", "", "loading"}.body());
+    }
+  });
+  s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    json m{{"id", cfg_.model_name},
+           {"object", "model"},
+           {"created", 0},
+           {"owned_by", "specchat"},
+           {"meta",
+            {{"n_ctx", pair_.target->n_ctx()},
+             {"n_vocab", pair_.target->vocab().size()},
+             {"draft", pair_.draft != nullptr},
+             {"parallel", cfg_.parallel},
+             {"max_output_tokens", max_output_},
+             {"max_input_tokens", max_input_}}}};
+    send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
+  });
+  s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  s.Post("/v1/chat/completions",
+         [this](const httplib::Request& req, httplib::Response& res) {
+           if (authorized(req, res)) handle_generate(req, res, Endpoint::chat);
+         });
+  s.Post("/v1/completions",
+         [this](const httplib::Request& req, httplib::Response& res) {
+           if (authorized(req, res)) handle_generate(req, res, Endpoint::completion);
+         });
+}
+
+}  // namespace specchat::serve

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""specchat-cli serve with a real client (httpx): health, models, chat and completions, streamed
+text == non-streamed text, greedy output == `specchat-cli generate`, timings, metrics that agree
+with the requests' timings and that promtool accepts, a client that disconnects mid-stream, and a
+clean SIGTERM stop. Usage: test_serve_api.py PATH/TO/specchat-cli"""
+import shutil
+import socket
+import subprocess
+import time
+
+from serve_harness import Checks, Server, cli_path, generate_cli, httpx, metric, reply_text, stream_events, streamed_text
+
+CLI = cli_path()
+N = 24
+CHAT = "Tell me a short story about a cat."
+PROMPT = "Once upon a time"
+checks = Checks()
+timings_seen = []  # timings of every finished request, for the metrics check
+
+
+def main():
+    with Server(CLI, "--parallel", "2") as srv, httpx.Client(base_url=srv.url, timeout=60) as c:
+
+        def health_and_models():
+            r = c.get("/health")
+            assert r.status_code == 200 and r.json() == {"status": "ok"}, r.text
+            m = c.get("/v1/models").json()
+            assert m["object"] == "list" and m["data"][0]["id"] == "specchat", m
+            assert m["data"][0]["meta"]["n_ctx"] > 0
+
+        def chat_matches_generate():
+            body = {"messages": [{"role": "user", "content": CHAT}], "max_tokens": N, "temperature": 0}
+            r = c.post("/v1/chat/completions", json=body)
+            assert r.status_code == 200, r.text
+            j = r.json()
+            assert j["object"] == "chat.completion" and j["id"].startswith("chatcmpl-")
+            text = reply_text(j, True)
+            assert j["choices"][0]["message"]["role"] == "assistant"
+            assert j["choices"][0]["finish_reason"] in ("stop", "length")
+            u, t = j["usage"], j["timings"]
+            assert u["completion_tokens"] == t["predicted_n"] and u["prompt_tokens"] == t["prompt_n"]
+            assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
+            for k in ("prompt_ms", "predicted_ms", "predicted_per_second", "draft_n", "draft_n_accepted",
+                      "acceptance_rate", "mean_accepted_length"):
+                assert k in t, k
+            assert t["draft_n"] > 0, "the default request drafts with the bundled draft model"
+            assert 0 <= t["draft_n_accepted"] <= t["draft_n"]
+            timings_seen.append(t)
+            g = generate_cli(CLI, "--chat", CHAT, "-n", str(N))
+            assert text == g["text"], (text, g["text"])
+            assert u["completion_tokens"] == g["n_generated"]
+            assert u["prompt_tokens"] == g["n_prompt"]
+            # baseline over the API: the same text, nothing drafted
+            r = c.post("/v1/chat/completions", json={**body, "speculative": False})
+            assert r.status_code == 200, r.text
+            assert reply_text(r.json(), True) == text
+            assert r.json()["timings"]["draft_n"] == 0
+            timings_seen.append(r.json()["timings"])
+            # streamed == non-streamed
+            status, events, done = stream_events(c, "/v1/chat/completions", {**body, "stream": True})
+            assert status == 200 and done, events
+            assert events[0]["choices"][0]["delta"].get("role") == "assistant"
+            assert all(e["object"] == "chat.completion.chunk" for e in events)
+            assert streamed_text(events, True) == text
+            last = events[-1]
+            assert last["choices"][0]["finish_reason"] in ("stop", "length")
+            assert "usage" in last and "timings" in last
+            assert last["usage"]["completion_tokens"] == u["completion_tokens"]
+            assert all("usage" not in e for e in events[:-1])
+            timings_seen.append(last["timings"])
+
+        def completion_matches_generate():
+            body = {"prompt": PROMPT, "max_tokens": N, "temperature": 0, "draft_k": 3, "tree": "chain"}
+            r = c.post("/v1/completions", json=body)
+            assert r.status_code == 200, r.text
+            j = r.json()
+            assert j["object"] == "text_completion"
+            text = reply_text(j, False)
+            timings_seen.append(j["timings"])
+            g = generate_cli(CLI, "--prompt", PROMPT, "-n", str(N), "-k", "3")
+            assert text == g["text"], (text, g["text"])
+            status, events, done = stream_events(c, "/v1/completions", {**body, "stream": True})
+            assert status == 200 and done
+            assert streamed_text(events, False) == text
+            timings_seen.append(events[-1]["timings"])
+            # a stop string ends the text before it, in both modes
+            if len(text) > 8:
+                stop = text[4:8]
+                r = c.post("/v1/completions", json={**body, "stop": stop})
+                t2 = reply_text(r.json(), False)
+                assert stop not in t2 and text.startswith(t2), (t2, stop)
+                assert r.json()["choices"][0]["finish_reason"] == "stop"
+                timings_seen.append(r.json()["timings"])
+                status, events, done = stream_events(c, "/v1/completions", {**body, "stop": stop, "stream": True})
+                assert streamed_text(events, False) == t2
+                timings_seen.append(events[-1]["timings"])
+
+        def sampled_is_reproducible():
+            body = {"prompt": PROMPT, "max_tokens": 16, "temperature": 0.8, "seed": 11}
+            a = c.post("/v1/completions", json=body).json()
+            b = c.post("/v1/completions", json=body).json()
+            timings_seen.extend([a["timings"], b["timings"]])
+            assert reply_text(a, False) == reply_text(b, False)
+            g = generate_cli(CLI, "--prompt", PROMPT, "-n", "16", "--temp", "0.8", "--seed", "11")
+            assert reply_text(a, False) == g["text"]
+
+        def disconnect_cancels():
+            before = metric(c.get("/metrics").text, 'specchat:requests_total{outcome="cancelled"}')
+            body = {"prompt": PROMPT, "max_tokens": 200, "stream": True, "draft_k": 0}
+            with httpx.Client(base_url=srv.url, timeout=30) as c2:
+                with c2.stream("POST", "/v1/completions", json=body) as r:
+                    assert r.status_code == 200
+                    for line in r.iter_lines():
+                        if line.startswith("data: "):
+                            break  # first chunk seen: hang up
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                now = metric(c.get("/metrics").text, 'specchat:requests_total{outcome="cancelled"}')
+                if now > before:
+                    break
+                time.sleep(0.1)
+            assert now == before + 1, srv.log()[-2000:]
+            # the sequence's generated tokens are counted too; remember them for the metrics check
+            m = [l for l in srv.log().splitlines() if "outcome=cancelled" in l]
+            assert m, "no cancelled request in the log"
+            fields = dict(kv.split("=", 1) for kv in m[-1].split() if "=" in kv and not kv.startswith("warning"))
+            assert int(fields["predicted_n"]) < 200
+            timings_seen.append({"prompt_n": int(fields["prompt_n"]), "predicted_n": int(fields["predicted_n"]),
+                                 "draft_n": int(fields["draft_n"]), "draft_n_accepted": int(fields["draft_n_accepted"])})
+
+        def disconnect_non_streamed():
+            # A non-streamed request whose client hangs up is cancelled as well.
+            before = metric(c.get("/metrics").text, 'specchat:requests_total{outcome="cancelled"}')
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+            body = b'{"prompt": "Once upon a time", "max_tokens": 240, "draft_k": 0}'
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            time.sleep(0.05)
+            s.close()
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                now = metric(c.get("/metrics").text, 'specchat:requests_total{outcome="cancelled"}')
+                if now > before:
+                    break
+                time.sleep(0.1)
+            assert now == before + 1, srv.log()[-2000:]
+            line = [l for l in srv.log().splitlines() if "outcome=cancelled" in l][-1]
+            fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv and not kv.startswith("warning"))
+            timings_seen.append({"prompt_n": int(fields["prompt_n"]), "predicted_n": int(fields["predicted_n"]),
+                                 "draft_n": int(fields["draft_n"]), "draft_n_accepted": int(fields["draft_n_accepted"])})
+
+        def metrics_agree_and_lint():
+            text = c.get("/metrics").text
+            assert metric(text, "specchat:prompt_tokens_total") == sum(t["prompt_n"] for t in timings_seen)
+            assert metric(text, "specchat:generation_tokens_total") == sum(t["predicted_n"] for t in timings_seen)
+            assert metric(text, "specchat:draft_tokens_total") == sum(t["draft_n"] for t in timings_seen)
+            assert metric(text, "specchat:accepted_tokens_total") == sum(t["draft_n_accepted"] for t in timings_seen)
+            assert metric(text, 'specchat:requests_total{outcome="ok"}') == len(timings_seen) - 2
+            assert metric(text, "specchat:time_to_first_token_seconds_count") >= len(timings_seen) - 2
+            assert metric(text, 'specchat:accepted_tokens_by_position_total{position="1"}') > 0
+            assert metric(text, "specchat:resident_memory_bytes") > 0
+            promtool = shutil.which("promtool")
+            assert promtool, "promtool not found (Debian package prometheus, installed by scripts/setup)"
+            # The issue asks for the `specchat:` namespace (as vLLM's `vllm:`); promtool's linter
+            # flags every name with a colon (exit 3, a lint problem, not a parse error: exit 1).
+            # So: the text as served must parse with the colon complaint as its only problem, and
+            # the same text with `specchat_` names must pass every other lint rule (exit 0).
+            p = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
+            out = (p.stdout + p.stderr).decode()
+            assert p.returncode in (0, 3), out
+            problems = [l for l in out.splitlines() if l.strip()]
+            assert all(l.endswith("metric names should not contain ':'") for l in problems), problems
+            p = subprocess.run([promtool, "check", "metrics"], input=text.replace("specchat:", "specchat_").encode(),
+                               capture_output=True, timeout=30)
+            assert p.returncode == 0, (p.stdout + p.stderr).decode()
+
+        def logs_hold_no_content():
+            log = srv.log()
+            assert "request chatcmpl-" in log and "draft_n_accepted=" in log
+            assert "short story" not in log and "Once upon" not in log, "prompt text in the log without --log-content"
+
+        checks.run("health and models", health_and_models)
+        checks.run("chat: greedy == generate, streamed == non-streamed, baseline == speculative", chat_matches_generate)
+        checks.run("completions: greedy == generate, streamed == non-streamed, stop", completion_matches_generate)
+        checks.run("sampled output is reproducible and equals generate", sampled_is_reproducible)
+        checks.run("a client that disconnects mid-stream cancels its sequence", disconnect_cancels)
+        checks.run("a non-streamed client that disconnects cancels its sequence", disconnect_non_streamed)
+        checks.run("metrics agree with the timings; promtool check metrics", metrics_agree_and_lint)
+        checks.run("logs carry counts, not text", logs_hold_no_content)
+        rc = srv.stop()
+        checks.run("SIGTERM stops the server cleanly", lambda: (_ for _ in ()).throw(AssertionError(f"exit {rc}"))
+                   if rc != 0 else None)
+    checks.finish()
+
+
+if __name__ == "__main__":
+    main()
