@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Load: 64 clients at once against --parallel 4 --queue 16. The excess gets 503 with
 Retry-After, every request ends (nothing hangs), the server's memory afterwards is within 10% of
-before, and a normal request then still works. Usage: test_serve_load.py PATH/TO/specchat-cli"""
+before, and a normal request then still works. Requests past --timeout end with 504 (or an error
+event when streamed). Usage: test_serve_load.py PATH/TO/specchat-cli"""
 import threading
 import time
 
-from serve_harness import Checks, Server, cli_path, httpx, metric, reply_text
+from serve_harness import Checks, Server, cli_path, httpx, metric, reply_text, stream_events
 
 CLI = cli_path()
 CLIENTS = 64
@@ -77,9 +78,27 @@ def main():
             print(f"  RSS before {state['rss0'] / 2**20:.1f} MiB, after {rss1 / 2**20:.1f} MiB")
             assert rss1 <= state["rss0"] * 1.10, "memory grew by more than 10%"
 
+        def timeouts():
+            # A request past --timeout ends: non-streamed with 504, streamed with an error event
+            # and [DONE]; its sequence is cancelled (240 tokens take well over 0.1 s here).
+            with Server(CLI, "--parallel", "1", "--timeout", "0.1") as s2, \
+                    httpx.Client(base_url=s2.url, timeout=60) as c2:
+                long_body = {"prompt": "Once upon a time", "max_tokens": 240, "draft_k": 0}
+                r = c2.post("/v1/completions", json=long_body)
+                assert r.status_code == 504, (r.status_code, r.text[:300])
+                assert r.json()["error"]["code"] == "timeout"
+                status, events, done = stream_events(c2, "/v1/completions", {**long_body, "stream": True})
+                assert status == 200 and done, events
+                assert any("error" in e and e["error"]["code"] == "timeout" for e in events), events[-3:]
+                m = c2.get("/metrics").text
+                assert metric(m, 'specchat:requests_total{outcome="timeout"}') == 2
+                assert metric(m, "specchat:generation_tokens_total") < 2 * 240
+                assert c2.get("/health").status_code == 200
+
         checks.run("warm-up and memory baseline", warm)
         checks.run(f"{CLIENTS} clients vs --parallel 4 --queue 16: 200 or 503, nothing hangs", load)
         checks.run("memory within 10% and a normal request works after the load", after)
+        checks.run("requests past --timeout end with 504 / an error event", timeouts)
     checks.finish()
 
 
