@@ -12,6 +12,7 @@
 #include "app/cli/calibrate.h"
 #include "app/cli/chat.h"
 #include "app/cli/options.h"
+#include "app/cli/remote.h"
 #include "app/cli/report.h"
 #include "app/cli/serve.h"
 #include "engine/model_pair.h"
@@ -81,6 +82,7 @@ json draft_choice_json(const ModelPair& p, const cli::CommonOptions& o) {
 }
 
 int cmd_generate(const cli::CommonOptions& given) {
+  if (!given.endpoint.empty()) return cli::cmd_generate_remote(given);
   Loaded l = load(given, given.draft_k > 0 && given.drafter == "model");
   const cli::CommonOptions& o = l.o;
   Generator g(*l.pair.target, l.pair.draft.get());
@@ -164,6 +166,7 @@ int main(int argc, char** argv) {
   cli::CommonOptions gen_o, cmp_o;
   CLI::App* gen = app.add_subcommand("generate", "generate text (speculative when a draft is set)");
   cli::add_common_options(*gen, gen_o);
+  cli::add_remote_options(*gen, gen_o);
   CLI::App* cmp = app.add_subcommand("compare", "baseline then speculative on the same prompt");
   cli::add_common_options(*cmp, cmp_o);
   cli::CalibrateOptions cal_o;

@@ -60,6 +60,13 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_flag("--json", o.json, "print one JSON object at the end instead of streaming text");
 }
 
+void add_remote_options(CLI::App& cmd, CommonOptions& o) {
+  cmd.add_option("--endpoint", o.endpoint,
+                 "an OpenAI-compatible server (http://host:port[/v1]) to generate with instead of the local engine");
+  cmd.add_option("--api-key", o.api_key, "the endpoint's API key (default: $SPECCHAT_API_KEY)");
+  cmd.add_option("--remote-model", o.model_name, "the model name sent to the endpoint");
+}
+
 void apply_backends(const CommonOptions& o, PairOptions& po) {
   po.backend = parse_backend(o.backend);
   po.draft_backend = o.draft_backend.empty() ? po.backend : parse_backend(o.draft_backend);

@@ -38,7 +38,14 @@ struct CommonOptions {
   std::vector<std::string> stop;
   bool json = false;
   bool prompt_given = false, chat_given = false;
+  // generate --endpoint: an OpenAI-compatible server instead of the local engine (app/cli/remote.h)
+  std::string endpoint;
+  std::string api_key;     // its key (else SPECCHAT_API_KEY)
+  std::string model_name;  // the "model" field sent to it (--remote-model)
 };
+
+// Adds --endpoint, --api-key and --remote-model (generate only).
+void add_remote_options(CLI::App& cmd, CommonOptions& o);
 
 // Adds the shared flags to a subcommand.
 void add_common_options(CLI::App& cmd, CommonOptions& o);
