@@ -105,6 +105,7 @@ int cmd_generate(const cli::CommonOptions& given) {
 }
 
 int cmd_compare(const cli::CommonOptions& given) {
+  if (!given.endpoint.empty() || !given.baseline_endpoint.empty()) return cli::cmd_compare_remote(given);
   Loaded l = load(given, given.drafter == "model");
   const cli::CommonOptions& o = l.o;
   Generator g(*l.pair.target, l.pair.draft.get());
@@ -169,6 +170,7 @@ int main(int argc, char** argv) {
   cli::add_remote_options(*gen, gen_o);
   CLI::App* cmp = app.add_subcommand("compare", "baseline then speculative on the same prompt");
   cli::add_common_options(*cmp, cmp_o);
+  cli::add_remote_options(*cmp, cmp_o, true);
   cli::CalibrateOptions cal_o;
   CLI::App* cal = app.add_subcommand("calibrate", "measure the draft's acceptance by rank and forward timings");
   cli::add_calibrate_options(*cal, cal_o);

@@ -60,7 +60,11 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_flag("--json", o.json, "print one JSON object at the end instead of streaming text");
 }
 
-void add_remote_options(CLI::App& cmd, CommonOptions& o) {
+void add_remote_options(CLI::App& cmd, CommonOptions& o, bool compare) {
+  if (compare) {
+    cmd.add_option("--baseline-endpoint", o.baseline_endpoint,
+                   "compare: run the baseline on this OpenAI-compatible server (default: --endpoint)");
+  }
   cmd.add_option("--endpoint", o.endpoint,
                  "an OpenAI-compatible server (http://host:port[/v1]) to generate with instead of the local engine");
   cmd.add_option("--api-key", o.api_key, "the endpoint's API key (default: $SPECCHAT_API_KEY)");

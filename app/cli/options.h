@@ -42,10 +42,12 @@ struct CommonOptions {
   std::string endpoint;
   std::string api_key;     // its key (else SPECCHAT_API_KEY)
   std::string model_name;  // the "model" field sent to it (--remote-model)
+  std::string baseline_endpoint;  // compare: where the baseline runs (default: endpoint)
 };
 
-// Adds --endpoint, --api-key and --remote-model (generate only).
-void add_remote_options(CLI::App& cmd, CommonOptions& o);
+// Adds --endpoint, --api-key and --remote-model (generate and compare); with `compare` also
+// --baseline-endpoint.
+void add_remote_options(CLI::App& cmd, CommonOptions& o, bool compare = false);
 
 // Adds the shared flags to a subcommand.
 void add_common_options(CLI::App& cmd, CommonOptions& o);

@@ -215,6 +215,26 @@ RemoteResult remote_generate(const CommonOptions& o, int draft_k, const std::fun
   return out;
 }
 
+namespace {
+json remote_json(const CommonOptions& o, const RemoteResult& r) {
+  const double alpha = r.n_drafted > 0 ? static_cast<double>(r.n_accepted) / static_cast<double>(r.n_drafted) : 0;
+  return json{{"mode", "remote"},
+              {"endpoint", o.endpoint},
+              {"text", r.text},
+              {"finish_reason", r.finish_reason},
+              {"n_prompt", r.n_prompt},
+              {"n_generated", r.n_generated},
+              {"ttft_ms", r.ttft_ms},
+              {"total_ms", r.total_ms},
+              {"spec_stats_source", r.spec_source.empty() ? json(nullptr) : json(r.spec_source)},
+              {"drafted", r.n_drafted},
+              {"accepted", r.n_accepted},
+              {"acceptance_rate", alpha},
+              {"usage", r.usage},
+              {"timings", r.timings}};
+}
+}  // namespace
+
 int cmd_generate_remote(const CommonOptions& o) {
   const RemoteResult r = remote_generate(o, o.drafter == "none" ? 0 : o.draft_k, [&](const std::string& piece) {
     if (o.json) return;
@@ -223,20 +243,7 @@ int cmd_generate_remote(const CommonOptions& o) {
   });
   const double alpha = r.n_drafted > 0 ? static_cast<double>(r.n_accepted) / static_cast<double>(r.n_drafted) : 0;
   if (o.json) {
-    json j{{"mode", "remote"},
-           {"endpoint", o.endpoint},
-           {"text", r.text},
-           {"finish_reason", r.finish_reason},
-           {"n_prompt", r.n_prompt},
-           {"n_generated", r.n_generated},
-           {"ttft_ms", r.ttft_ms},
-           {"total_ms", r.total_ms},
-           {"spec_stats_source", r.spec_source.empty() ? json(nullptr) : json(r.spec_source)},
-           {"drafted", r.n_drafted},
-           {"accepted", r.n_accepted},
-           {"acceptance_rate", alpha},
-           {"usage", r.usage},
-           {"timings", r.timings}};
+    json j = remote_json(o, r);
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
     return 0;
   }
@@ -249,6 +256,43 @@ int cmd_generate_remote(const CommonOptions& o) {
     std::printf(", no speculative statistics reported");
   }
   std::printf("\n");
+  return 0;
+}
+
+
+int cmd_compare_remote(const CommonOptions& o) {
+  CommonOptions base_o = o, spec_o = o;
+  base_o.endpoint = o.baseline_endpoint.empty() ? o.endpoint : o.baseline_endpoint;
+  spec_o.endpoint = o.endpoint.empty() ? o.baseline_endpoint : o.endpoint;
+  auto quiet = [](const std::string&) {};
+  const RemoteResult base = remote_generate(base_o, 0, quiet);
+  const RemoteResult spec = remote_generate(spec_o, o.drafter == "none" ? 0 : o.draft_k, quiet);
+  const bool identical = base.text == spec.text;
+  auto tps = [](const RemoteResult& r) {
+    return r.timings.is_object() && r.timings.contains("predicted_per_second") && r.timings["predicted_per_second"].is_number()
+               ? r.timings["predicted_per_second"].get<double>()
+               : 0.0;
+  };
+  const double speedup = tps(base) > 0 && tps(spec) > 0 ? tps(spec) / tps(base) : 0;
+  const double total_ratio = spec.total_ms > 0 ? base.total_ms / spec.total_ms : 0;
+  if (o.json) {
+    json j{{"baseline", remote_json(base_o, base)},
+           {"speculative", remote_json(spec_o, spec)},
+           {"identical", identical},
+           {"speedup_decode", speedup > 0 ? json(speedup) : json(nullptr)},
+           {"total_time_ratio", total_ratio}};
+    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  std::cout << "=== baseline (" << base_o.endpoint << ") ===\n" << base.text << "\n\n";
+  std::cout << "=== speculative (" << spec_o.endpoint << ") ===\n" << spec.text << "\n";
+  if (!spec.spec_source.empty()) {
+    std::printf("drafted %ld, accepted %ld (%s)\n", spec.n_drafted, spec.n_accepted, spec.spec_source.c_str());
+  }
+  if (speedup > 0) std::printf("\nspeedup_decode %.2fx (the servers' decode tokens/s, speculative / baseline); ", speedup);
+  else std::printf("\nspeedup_decode not reported by the servers; ");
+  std::printf("total_time_ratio %.2fx (baseline total time / speculative, as measured here); %s\n", total_ratio,
+              identical ? "identical text" : "the texts differ");
   return 0;
 }
 

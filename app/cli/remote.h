@@ -48,4 +48,12 @@ RemoteResult remote_generate(const CommonOptions& o, int draft_k, const std::fun
 // one JSON object with --json. Returns the exit code.
 int cmd_generate_remote(const CommonOptions& o);
 
+// The compare subcommand against endpoints: the baseline ("speculative": false) on
+// o.baseline_endpoint (default o.endpoint), then the speculative request on o.endpoint (default
+// o.baseline_endpoint). Reports both texts, whether they are identical (as text: remote servers
+// return no token ids), speedup_decode from the servers' timings.predicted_per_second when both
+// report it (as the local compare: decode tokens/s, speculative / baseline), and
+// total_time_ratio (baseline total time / speculative, as the client measured it).
+int cmd_compare_remote(const CommonOptions& o);
+
 }  // namespace specchat::cli

@@ -110,7 +110,24 @@ def main():
             httpd.shutdown()
             t.join(timeout=10)
 
+    def compare_two_endpoints():
+        # baseline on one server, speculative on another: identical text, drafts only on the second
+        with Server(CLI, "--parallel", "1") as a, Server(CLI, "--parallel", "1") as b:
+            p = subprocess.run([CLI, "compare", "--baseline-endpoint", a.url, "--endpoint", b.url, "--chat", CHAT,
+                                "-n", "24", "--json"], capture_output=True, timeout=120)
+            assert p.returncode == 0, p.stderr.decode()
+            j = json.loads(p.stdout)
+            assert j["identical"] is True, j
+            assert j["baseline"]["drafted"] == 0 and j["speculative"]["drafted"] > 0
+            assert j["baseline"]["endpoint"] == a.url and j["speculative"]["endpoint"] == b.url
+            assert j["speedup_decode"] > 0 and j["total_time_ratio"] > 0
+            assert "request chatcmpl-1" in a.log() and "request chatcmpl-1" in b.log()
+            p = subprocess.run([CLI, "compare", "--endpoint", b.url, "--prompt", "Once upon a time", "-n", "16"],
+                               capture_output=True, timeout=120)
+            assert p.returncode == 0 and b"identical text" in p.stdout, p.stdout
+
     checks.run("generate --endpoint against specchat serve == local generate", against_serve)
+    checks.run("compare --baseline-endpoint A --endpoint B", compare_two_endpoints)
     checks.run("generate --endpoint against a vLLM-style server: stats from /metrics", against_vllm_style)
     checks.finish()
 
