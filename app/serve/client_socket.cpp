@@ -44,4 +44,29 @@ bool client_gone(int fd) {
   return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
+bool raise_listen_backlog(int port) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return false;
+  bool done = false;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(d)) continue;
+    int listening = 0;
+    socklen_t ol = sizeof listening;
+    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol) != 0 || !listening) continue;
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&ss), &len) != 0) continue;
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    if (getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+      continue;
+    }
+    if (std::atoi(serv) == port && listen(static_cast<int>(fd), SOMAXCONN) == 0) done = true;
+  }
+  closedir(d);
+  return done;
+}
+
 }  // namespace specchat::serve

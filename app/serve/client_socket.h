@@ -15,4 +15,9 @@ int find_client_socket(const std::string& addr, int port);
 // True when the peer of socket `fd` has closed its side or the socket failed. -1 → false.
 bool client_gone(int fd);
 
+// Raises the accept backlog of this process's listening TCP socket on `port` to SOMAXCONN
+// (cpp-httplib 0.11 listens with a backlog of 5: a burst of clients overflowed it and saw
+// connection resets). Returns false when no such socket is found.
+bool raise_listen_backlog(int port);
+
 }  // namespace specchat::serve

@@ -1,6 +1,8 @@
 // ApiServer: routes, authentication, error bodies (the generation handler is in generate.cpp).
 #include "app/serve/http_server.h"
 
+#include "app/serve/client_socket.h"
+
 #include <httplib.h>
 
 #include <chrono>
@@ -64,16 +66,16 @@ ApiServer::ApiServer(const ServeConfig& c, ModelPair& pair, Scheduler& scheduler
 ApiServer::~ApiServer() = default;
 
 int ApiServer::bind() {
-  if (cfg_.port == 0) {
-    const int port = svr_->bind_to_any_port(cfg_.host);
+  int port = cfg_.port;
+  if (port == 0) {
+    port = svr_->bind_to_any_port(cfg_.host);
     if (port <= 0) throw std::runtime_error("cannot listen on " + cfg_.host + " (any port)");
-    return port;
-  }
-  if (!svr_->bind_to_port(cfg_.host, cfg_.port)) {
+  } else if (!svr_->bind_to_port(cfg_.host, cfg_.port)) {
     throw std::runtime_error("cannot listen on " + cfg_.host + ":" + std::to_string(cfg_.port) +
                              " (in use, or not an address of this machine)");
   }
-  return cfg_.port;
+  if (!raise_listen_backlog(port)) log_.warn("could not raise the listen backlog (bursts of clients may be reset)");
+  return port;
 }
 
 bool ApiServer::listen() { return svr_->listen_after_bind(); }
