@@ -342,14 +342,17 @@ TEST_CASE("gui: the live panel shows the selected conversation's last reply, als
   {
     specchat::ConversationStore s(db.toStdString());
     with_stats = s.create_conversation("measured");
+    // Built field by field from std::string values: GCC 12 at -O3 reports a false
+    // -Wmaybe-uninitialized inside std::string for `copy, then assign a short literal`.
     specchat::Message u;
     u.conversation_id = with_stats;
-    u.role = "user";
-    u.text = "hi";
+    u.role = std::string("user");
+    u.text = std::string("hi");
     s.add_message(u);
-    specchat::Message a = u;
-    a.role = "assistant";
-    a.text = "hello";
+    specchat::Message a;
+    a.conversation_id = with_stats;
+    a.role = std::string("assistant");
+    a.text = std::string("hello");
     const int64_t reply = s.add_message(a);
     specchat::GenerationRecord g;
     g.mode = "speculative";
