@@ -1,7 +1,5 @@
 // `specchat-cli bench --suite FILE`: the SPEED-Bench-style sweep (issue 15) over the bench/
 // library: suite, configurations, concurrency levels, repeats; summary on stdout; reports.
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
