@@ -89,7 +89,7 @@ int cmd_bench(BenchOptions& o) {
   CommonOptions& c = o.common;
   PairOptions po;
   po.target_path = c.model;
-  po.draft_path = c.draft == "bundled" ? bundled_draft_path() : c.draft;
+  apply_draft(c, true, po);  // --draft, the bundled draft, or one found beside --model
   po.n_threads = c.threads;
   ModelPair pair = ModelPair::load(po);
   const std::string prompts_path = o.prompts.empty() ? std::string(SPECCHAT_SOURCE_DIR) + "/tests/data/heldout_prompts.json" : o.prompts;

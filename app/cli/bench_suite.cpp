@@ -70,7 +70,10 @@ int cmd_bench_suite(BenchOptions& o) {
 
   PairOptions po;
   po.target_path = c.model;
-  po.draft_path = c.draft == "none" ? "" : (c.draft == "bundled" ? bundled_draft_path() : c.draft);
+  // --draft, the bundled draft, or one found beside --model, when a configuration drafts with a model.
+  const bool need_draft = std::any_of(ro.configs.begin(), ro.configs.end(),
+                                      [](const bench::BenchConfig& b) { return b.settings.drafter == DrafterChoice::model; });
+  apply_draft(c, need_draft, po);
   po.n_threads = c.threads;
   po.n_seq = ro.concurrency.back();
   apply_backends(c, po);

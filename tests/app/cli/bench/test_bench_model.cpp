@@ -102,3 +102,32 @@ TEST_CASE("bench --suite: bad input is refused with a message", "[model][bench]"
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("cannot open report") != std::string::npos);
 }
+
+// Regression: with --draft left at its automatic default, bench loaded no draft model and every
+// "speculative" configuration ran as baseline (τ = 1, nothing drafted).
+TEST_CASE("bench: the draft model is loaded when --draft is not given", "[model][bench]") {
+  REQUIRE(test::bundled_models_present());
+  const std::string out = (std::filesystem::temp_directory_path() / "specchat_bench_legacy.json").string();
+  const auto r = test::run_cli({"bench", "--max-prompts", "1", "-n", "8", "--budgets", "4", "--chain-k", "2",
+                                "--threads", "2", "--out", out});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  bool saw_chain = false;
+  for (const auto& row : j["rows"]) {
+    if (row["family"] != "chain") continue;
+    saw_chain = true;
+    CHECK(row["drafted"].get<int>() > 0);
+  }
+  CHECK(saw_chain);
+  const std::string dir = (std::filesystem::temp_directory_path() / "specchat_bench_draft").string();
+  const auto s = test::run_cli({"bench", "--suite", "qualitative", "--per-group", "1", "--configs", "chain:k=3", "-n",
+                                "8", "--threads", "2", "--report", dir});
+  INFO(s.describe());
+  REQUIRE(s.exit_code == 0);
+  const LoadedReport lr = load_report(dir + "/report.json");
+  long drafted = 0;
+  for (const RequestRecord& rec : lr.run.records) drafted += rec.drafted;
+  CHECK(drafted > 0);
+}
