@@ -27,9 +27,24 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
   cmd.add_option("--out", o.out, "write the full report as JSON here");
-  cmd.add_option("--concurrency", o.concurrency,
-                 "decode this many prompts at once (one Engine, batched verification) against one at a time")
+  cmd.add_option("--concurrency", o.concurrency_list,
+                 "with --suite: concurrency levels, e.g. 1,2,4,8; without: decode this many prompts at once "
+                 "(one Engine, batched verification) against one at a time")
+      ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  cmd.add_option("--suite", o.suite,
+                 "prompt suite JSON (resources/bench/README.md), or 'qualitative' / 'throughput' for the bundled ones");
+  cmd.add_option("--configs", o.configs,
+                 "with --suite: baseline,chain:k=4,dynamic:n=16:d=5:b=3,optimal:n=16:d=6,ngram:k=4 ...");
+  cmd.add_option("--repeat", o.repeat, "with --suite: repetitions of the whole sweep")->check(CLI::Range(1, 1000));
+  cmd.add_option("--max-time", o.max_time, "with --suite: start no new wave after this many seconds (0 = no limit)")
+      ->check(CLI::Range(0.0, 1e7));
+  cmd.add_option("--per-group", o.per_group,
+                 "with --suite: only the first N prompts of each category (or tier x bucket)")
+      ->check(CLI::Range(1, 100000));
+  cmd.add_option("--report", o.report,
+                 "with --suite: write report.json, per_request.csv, summary.csv and report.html into this directory");
+  cmd.add_option("--bootstrap-seed", o.bootstrap_seed, "with --suite: seed of the bootstrap confidence intervals");
   cmd.add_flag("--verify-cost", o.verify_cost,
                "time target forwards of 1..64 rows (verification batches) against one row; --max-prompts = repetitions");
 }
@@ -66,12 +81,15 @@ std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::s
 }
 
 int cmd_bench(BenchOptions& o) {
+  if (!o.suite.empty()) return cmd_bench_suite(o);
+  if (o.concurrency_list.size() > 1) throw std::runtime_error("several --concurrency levels need --suite");
+  if (!o.concurrency_list.empty()) o.concurrency = o.concurrency_list.front();
   if (o.verify_cost) return cmd_bench_verify(o);
   if (o.concurrency > 0) return cmd_bench_concurrency(o);
   CommonOptions& c = o.common;
   PairOptions po;
   po.target_path = c.model;
-  po.draft_path = c.draft == "bundled" ? bundled_draft_path() : c.draft;
+  apply_draft(c, true, po);  // --draft, the bundled draft, or one found beside --model
   po.n_threads = c.threads;
   ModelPair pair = ModelPair::load(po);
   const std::string prompts_path = o.prompts.empty() ? std::string(SPECCHAT_SOURCE_DIR) + "/tests/data/heldout_prompts.json" : o.prompts;

@@ -20,9 +20,35 @@ struct BenchOptions {
   std::string out;                    // optional JSON report path
   int concurrency = 0;                // > 0: aggregate tokens/s of this many sequences at once vs 1
   bool verify_cost = false;           // time k-row target forwards against one row instead
+  // Suite mode (--suite; issue 15, bench_suite.cpp):
+  std::string suite;                  // suite file, or "qualitative" / "throughput" (resources/bench)
+  std::vector<int> concurrency_list;  // --concurrency 1,2,4,8 (without --suite: one value, as above)
+  std::string configs = "baseline,chain:k=4";
+  int repeat = 1;
+  double max_time = 0;                // seconds; 0 = no limit
+  int per_group = 0;                  // > 0: only the first N prompts of each category / tier × bucket
+  std::string report;                 // directory for report.json, per_request.csv, summary.csv, report.html
+  uint64_t bootstrap_seed = 1;
+};
+
+// `specchat-cli bench-diff A.json B.json [--json]`.
+struct BenchDiffOptions {
+  std::string a, b;
+  bool json = false;
+  uint64_t seed = 1;
+};
+
+// `specchat-cli bench-suite`: writes the throughput suite (throughput_gen.h) for a model.
+struct BenchSuiteGenOptions {
+  std::string model;                  // target GGUF whose tokenizer counts; empty = bundled
+  std::vector<int> buckets;           // empty = default_buckets(n_ctx)
+  int per_cell = 4;
+  std::string out;
 };
 
 void add_bench_options(CLI::App& cmd, BenchOptions& o);
+void add_bench_diff_options(CLI::App& cmd, BenchDiffOptions& o);
+void add_bench_suite_gen_options(CLI::App& cmd, BenchSuiteGenOptions& o);
 
 // (kind, text) pairs from a held-out prompts JSON ({"prompts": [{"kind", "text"}]}), story and
 // chat prompts alternating, at most max_prompts. Throws std::runtime_error when unreadable.
@@ -32,6 +58,18 @@ std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::s
 // alike), checks token identity with the baseline at T = 0, prints a table, and writes the JSON
 // report when asked. Returns 0, or 1 when any configuration differed from baseline at T = 0.
 int cmd_bench(BenchOptions& o);
+
+// `bench --suite FILE`: every prompt × --configs × --concurrency levels × --repeat on one Engine
+// (bench/runner.h), a progress bar with ETA on a terminal, the per-category summary on stdout,
+// and with --report DIR the reports (bench/report_files.h, bench/report_html.h). Greedy only.
+// Returns 0, or 1 when any speculative output differed from baseline or a request failed (the
+// reports are written all the same, the failures listed).
+int cmd_bench_suite(BenchOptions& o);
+// Prints the per-category changes between two report.json files. Returns 0; throws
+// std::runtime_error for an unreadable report.
+int cmd_bench_diff(const BenchDiffOptions& o);
+// Writes the throughput suite. Returns 0.
+int cmd_bench_suite_gen(const BenchSuiteGenOptions& o);
 
 // `bench --concurrency N`: the held-out prompts as a queue decoded by one Engine with at most N
 // sequences active (continuous batching: one batched target forward per step, a finished

@@ -64,7 +64,7 @@ int cmd_bench_concurrency(BenchOptions& o) {
   const int n_conc = o.concurrency;
   PairOptions po;
   po.target_path = c.model;
-  po.draft_path = c.draft == "bundled" ? bundled_draft_path() : c.draft;
+  apply_draft(c, true, po);  // --draft, the bundled draft, or one found beside --model
   po.n_threads = c.threads;
   po.n_seq = n_conc;
   ModelPair pair = ModelPair::load(po);

@@ -183,6 +183,12 @@ int main(int argc, char** argv) {
   cli::ServeOptions serve_o;
   CLI::App* srv = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, streaming, metrics)");
   cli::add_serve_options(*srv, serve_o);
+  cli::BenchDiffOptions bdiff_o;
+  CLI::App* bdiff = app.add_subcommand("bench-diff", "per-category changes between two bench reports, with significance");
+  cli::add_bench_diff_options(*bdiff, bdiff_o);
+  cli::BenchSuiteGenOptions bgen_o;
+  CLI::App* bgen = app.add_subcommand("bench-suite", "generate the throughput suite (input-length buckets x entropy tiers)");
+  cli::add_bench_suite_gen_options(*bgen, bgen_o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -208,6 +214,14 @@ int main(int argc, char** argv) {
   if (srv->parsed()) {
     try {
       return cli::cmd_serve(serve_o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (bdiff->parsed() || bgen->parsed()) {
+    try {
+      return bdiff->parsed() ? cli::cmd_bench_diff(bdiff_o) : cli::cmd_bench_suite_gen(bgen_o);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 1;

@@ -1,0 +1,96 @@
+#include "app/cli/bench/configs.h"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <sstream>
+
+namespace specchat::bench {
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) out.push_back(cur);
+  if (!s.empty() && s.back() == sep) out.emplace_back();
+  return out;
+}
+
+int parse_int(const std::string& text, const std::string& key, const std::string& v, int lo, int hi) {
+  int x = 0;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size() || x < lo || x > hi) {
+    throw ConfigError("configuration '" + text + "': " + key + " must be an integer in " + std::to_string(lo) +
+                      ".." + std::to_string(hi));
+  }
+  return x;
+}
+
+}  // namespace
+
+BenchConfig parse_config(const std::string& text) {
+  const std::vector<std::string> parts = split(text, ':');
+  if (parts.empty() || parts[0].empty()) throw ConfigError("empty configuration in --configs");
+  BenchConfig c;
+  c.family = parts[0];
+  SpecSettings& s = c.settings;
+  if (c.family == "baseline") {
+    s.drafter = DrafterChoice::none;
+    s.draft_k = 0;
+  } else if (c.family == "chain" || c.family == "ngram") {
+    s.drafter = c.family == "chain" ? DrafterChoice::model : DrafterChoice::ngram;
+    s.tree = TreeMode::chain;
+  } else if (c.family == "dynamic" || c.family == "optimal") {
+    s.drafter = DrafterChoice::model;
+    s.tree = c.family == "dynamic" ? TreeMode::dynamic : TreeMode::optimal;
+  } else {
+    throw ConfigError("configuration '" + text + "': unknown family '" + c.family +
+                      "' (baseline, chain, dynamic, optimal, ngram)");
+  }
+  std::set<std::string> seen;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    if (eq == std::string::npos) throw ConfigError("configuration '" + text + "': expected key=value, got '" + parts[i] + "'");
+    const std::string key = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
+    if (!seen.insert(key).second) throw ConfigError("configuration '" + text + "': key " + key + " given twice");
+    const bool chainish = c.family == "chain" || c.family == "ngram";
+    if (key == "k" && chainish) {
+      s.draft_k = parse_int(text, key, v, 1, 64);
+    } else if (key == "n" && !chainish && !c.baseline()) {
+      s.node_budget = parse_int(text, key, v, 1, 127);
+    } else if (key == "d" && !chainish && !c.baseline()) {
+      s.depth = parse_int(text, key, v, 1, 64);
+    } else if (key == "b" && c.family == "dynamic") {
+      s.branch = parse_int(text, key, v, 1, 32);
+    } else {
+      throw ConfigError("configuration '" + text + "': key '" + key + "' does not apply to " + c.family +
+                        " (chain/ngram: k; dynamic: n, d, b; optimal: n, d)");
+    }
+  }
+  // Canonical name: every key the family uses, in a fixed order.
+  if (c.baseline()) c.name = "baseline";
+  else if (c.family == "chain" || c.family == "ngram") c.name = c.family + ":k=" + std::to_string(s.draft_k);
+  else if (c.family == "dynamic")
+    c.name = "dynamic:n=" + std::to_string(s.node_budget) + ":d=" + std::to_string(s.depth) + ":b=" + std::to_string(s.branch);
+  else c.name = "optimal:n=" + std::to_string(s.node_budget) + ":d=" + std::to_string(s.depth);
+  return c;
+}
+
+std::vector<BenchConfig> parse_configs(const std::string& list) {
+  std::vector<BenchConfig> out;
+  std::set<std::string> names;
+  for (const std::string& t : split(list, ',')) {
+    BenchConfig c = parse_config(t);
+    if (!names.insert(c.name).second) throw ConfigError("configuration '" + c.name + "' is listed twice");
+    out.push_back(std::move(c));
+  }
+  if (out.empty()) throw ConfigError("--configs is empty");
+  auto it = std::find_if(out.begin(), out.end(), [](const BenchConfig& c) { return c.baseline(); });
+  if (it == out.end()) out.insert(out.begin(), parse_config("baseline"));
+  else std::rotate(out.begin(), it, it + 1);
+  return out;
+}
+
+}  // namespace specchat::bench

@@ -1,0 +1,38 @@
+// The configurations a benchmark compares (`bench --configs`): baseline plus any list of
+// drafter / tree settings, written as family[:key=value]... and separated by commas:
+//   baseline                      plain decoding (the reference every speedup divides by)
+//   chain:k=4                     the draft model drafts a chain of k tokens per step
+//   dynamic:n=16:d=5:b=3          dynamic tree (EAGLE-2): node budget n, depth d, branch b
+//   optimal:n=16:d=6              static Sequoia tree from the pair's calibration
+//   ngram:k=4                     n-gram prompt lookup, a chain of k tokens
+// Omitted keys take SpecSettings' defaults (engine/runtime/spec_settings.h).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/spec_settings.h"
+
+namespace specchat::bench {
+
+class ConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+struct BenchConfig {
+  std::string name;       // canonical spelling, e.g. "chain:k=4" (also the key in reports)
+  std::string family;     // baseline | chain | dynamic | optimal | ngram
+  SpecSettings settings;  // drafter none for baseline
+  bool baseline() const { return family == "baseline"; }
+};
+
+// Parses one configuration. Throws ConfigError naming the text and what is wrong (unknown
+// family or key, a value out of range: k 1..64, n 1..127, d 1..64, b 1..32).
+BenchConfig parse_config(const std::string& text);
+// Parses a comma-separated list; "baseline" is put first when absent (every speedup needs it);
+// duplicates are refused. Throws ConfigError.
+std::vector<BenchConfig> parse_configs(const std::string& list);
+
+}  // namespace specchat::bench

@@ -1,0 +1,43 @@
+#include "app/cli/bench/engine_backend.h"
+
+#include <algorithm>
+
+#include "engine/model.h"
+
+namespace specchat::bench {
+
+EngineBackend::EngineBackend(ModelPair& pair, int threads)
+    : pair_(pair), engine_(*pair.target, pair.draft.get()), planner_(pair, threads) {}
+
+std::vector<int32_t> EngineBackend::encode(const BenchPrompt& p, const std::string& prompt_format) {
+  if (prompt_format == "raw") return pair_.encode_prompt(p.turns.front());
+  std::vector<ChatMessage> msgs;
+  for (const std::string& t : p.turns) msgs.push_back({"user", t});
+  return pair_.encode_chat(msgs);
+}
+
+int EngineBackend::n_ctx() const { return pair_.target->n_ctx(); }
+int EngineBackend::capacity() const { return engine_.capacity(); }
+
+SpecConfig EngineBackend::plan(const BenchConfig& c, const std::vector<int32_t>& prompt) {
+  if (c.baseline()) {
+    SpecConfig s;
+    s.draft_k = 0;
+    return s;
+  }
+  const TreePlan p = planner_.plan_tree(c.settings, prompt);
+  for (const std::string& w : p.warnings) {
+    if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(w);
+  }
+  return p.spec;
+}
+
+void EngineBackend::clear_cache() { engine_.clear_cache(); }
+int64_t EngineBackend::submit(const GenerateRequest& req, TokenCallback on_token) {
+  return engine_.submit(req, std::move(on_token));
+}
+void EngineBackend::step() { engine_.step(); }
+bool EngineBackend::finished(int64_t id) const { return engine_.finished(id); }
+GenerationResult EngineBackend::take(int64_t id) { return engine_.take(id); }
+
+}  // namespace specchat::bench

@@ -1,0 +1,39 @@
+// The runner's backend over a loaded model pair: one specchat::Engine stepping up to
+// pair.target's n_seq sequences together (engine/runtime/engine.h), RequestPlanner for the
+// configurations' SpecConfig.
+#pragma once
+
+#include <memory>
+
+#include "app/cli/bench/runner.h"
+#include "engine/model_pair.h"
+#include "engine/runtime/engine.h"
+#include "engine/runtime/request_planner.h"
+
+namespace specchat::bench {
+
+class EngineBackend : public BenchBackend {
+ public:
+  // `pair` must outlive the backend; `threads` as the pair was loaded with (the planner keeps
+  // timings per thread count). Warnings of planning go to `warnings` (deduplicated).
+  EngineBackend(ModelPair& pair, int threads);
+
+  std::vector<int32_t> encode(const BenchPrompt& p, const std::string& prompt_format) override;
+  int n_ctx() const override;
+  int capacity() const override;
+  SpecConfig plan(const BenchConfig& c, const std::vector<int32_t>& prompt) override;
+  void clear_cache() override;
+  int64_t submit(const GenerateRequest& req, TokenCallback on_token) override;
+  void step() override;
+  bool finished(int64_t id) const override;
+  GenerationResult take(int64_t id) override;
+
+  std::vector<std::string> warnings;
+
+ private:
+  ModelPair& pair_;
+  Engine engine_;
+  RequestPlanner planner_;
+};
+
+}  // namespace specchat::bench

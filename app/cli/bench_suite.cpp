@@ -1,0 +1,142 @@
+// `specchat-cli bench --suite FILE`: the SPEED-Bench-style sweep (issue 15) over the bench/
+// library: suite, configurations, concurrency levels, repeats; summary on stdout; reports.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "app/cli/bench.h"
+#include "app/cli/bench/aggregate.h"
+#include "app/cli/bench/configs.h"
+#include "app/cli/bench/engine_backend.h"
+#include "app/cli/bench/machine_info.h"
+#include "app/cli/bench/progress.h"
+#include "app/cli/bench/report_files.h"
+#include "app/cli/bench/runner.h"
+#include "app/cli/bench/suite.h"
+#include "engine/model.h"
+#include "engine/model_pair.h"
+#ifdef SPECCHAT_BENCH_HTML
+#include "app/cli/bench/report_html.h"
+#endif
+
+namespace specchat::cli {
+
+namespace {
+
+// A bundled suite name, or the path as given.
+std::string resolve_suite(const std::string& s) {
+  if (s != "qualitative" && s != "throughput") return s;
+  for (const std::string& dir : {std::string(SPECCHAT_SOURCE_DIR) + "/resources/bench",
+                                 std::filesystem::path(bundled_target_path()).parent_path().parent_path().string() + "/bench"}) {
+    const std::string p = dir + "/" + s + ".json";
+    if (std::filesystem::exists(p)) return p;
+  }
+  throw std::runtime_error("the bundled suite '" + s + "' is not installed");
+}
+
+void print_summary(const bench::Aggregates& agg) {
+  std::printf("%-24s %4s %-14s %5s %6s %7s %22s %9s %9s\n", "config", "conc", "group", "n", "tau", "alpha",
+              "speedup [95% CI]", "TTFT p50", "TPOT p50");
+  for (const bench::GroupAggregate& g : agg.groups) {
+    if (g.kind != "all" && g.kind != "category" && g.kind != "tier") continue;
+    char ci[64];
+    std::snprintf(ci, sizeof ci, "%.2fx [%.2f, %.2f]", g.speedup.mean, g.speedup_ci.lo, g.speedup_ci.hi);
+    std::printf("%-24s %4d %-14s %5d %6.2f %7.3f %22s %8.1fms %8.2fms\n", g.config.c_str(), g.concurrency,
+                g.group.c_str(), g.requests, g.tau, g.alpha, ci, g.ttft_ms.p50, g.tpot_ms.p50);
+  }
+}
+
+}  // namespace
+
+int cmd_bench_suite(BenchOptions& o) {
+  CommonOptions& c = o.common;
+  if (c.temp > 0) throw std::runtime_error("bench --suite runs greedy decoding only (identity with baseline is checked)");
+  const std::string suite_path = resolve_suite(o.suite);
+  bench::BenchSuite suite = bench::load_suite(suite_path);
+  if (o.per_group > 0) suite = bench::first_per_group(suite, o.per_group);
+  bench::RunOptions ro;
+  ro.configs = bench::parse_configs(o.configs);
+  ro.concurrency = o.concurrency_list.empty() ? std::vector<int>{1} : o.concurrency_list;
+  std::sort(ro.concurrency.begin(), ro.concurrency.end());
+  ro.concurrency.erase(std::unique(ro.concurrency.begin(), ro.concurrency.end()), ro.concurrency.end());
+  ro.repeat = o.repeat;
+  ro.max_tokens = c.n;
+  ro.max_time_s = o.max_time;
+  if (!o.report.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.report, ec);
+    if (ec || !std::filesystem::is_directory(o.report)) throw std::runtime_error("cannot create the report directory " + o.report);
+  }
+
+  PairOptions po;
+  po.target_path = c.model;
+  // --draft, the bundled draft, or one found beside --model, when a configuration drafts with a model.
+  const bool need_draft = std::any_of(ro.configs.begin(), ro.configs.end(),
+                                      [](const bench::BenchConfig& b) { return b.settings.drafter == DrafterChoice::model; });
+  apply_draft(c, need_draft, po);
+  po.n_threads = c.threads;
+  po.n_seq = ro.concurrency.back();
+  apply_backends(c, po);
+  ModelPair pair = ModelPair::load(po);
+  for (const std::string& w : pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  bench::EngineBackend backend(pair, c.threads);
+
+  bench::BenchRun run;
+  std::vector<std::string> skipped;
+  {
+    bench::ProgressBar bar;
+    run = bench::run_suite(backend, suite, ro, [&](long d, long t, double s) { bar.update(d, t, s); }, &skipped);
+  }
+  for (const std::string& w : backend.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  for (const std::string& s : skipped) std::fprintf(stderr, "skipped %s\n", s.c_str());
+
+  bench::RunMeta& m = run.meta;
+  m.date_utc = bench::utc_now_iso();
+  m.git_commit = bench::git_commit(SPECCHAT_SOURCE_DIR);
+  m.cpu_model = bench::cpu_model_name();
+  m.cpu_cores = bench::cpu_cores();
+  m.backend = c.backend;
+  m.gpu = pair.target->backend_kind() == BackendKind::cuda ? pair.target->device_name() : "none (CPU backend)";
+  m.target_model = pair.target->path();
+  m.target_sha256 = bench::file_sha256(m.target_model);
+  if (pair.draft) {
+    m.draft_model = pair.draft->path();
+    m.draft_sha256 = bench::file_sha256(m.draft_model);
+  } else {
+    m.draft_model = "none";
+  }
+  m.suite_name = suite.name;
+  m.suite_path = suite_path;
+  std::vector<std::string> cfg_names;
+  for (const bench::BenchConfig& bc : ro.configs) cfg_names.push_back(bc.name);
+  m.settings = {{"configs", cfg_names}, {"concurrency", ro.concurrency}, {"repeat", ro.repeat},
+                {"max_tokens", ro.max_tokens}, {"max_time_s", ro.max_time_s}, {"per_group", o.per_group},
+                {"threads", c.threads}, {"temperature", 0}, {"bootstrap_seed", o.bootstrap_seed},
+                {"bootstrap_resamples", 1000}, {"prompts", suite.prompts.size()}};
+  const bench::Aggregates agg = bench::aggregate(run, {1000, o.bootstrap_seed});
+  print_summary(agg);
+  if (agg.failures > 0) {
+    std::fprintf(stderr, "FAILURE: %d requests differ from baseline or failed (left out of the aggregates):\n", agg.failures);
+    for (const bench::RequestRecord& r : run.records) {
+      if (!r.failed()) continue;
+      std::fprintf(stderr, "  %s %s @%d repeat %d: %s\n", r.prompt_id.c_str(), r.config.c_str(), r.concurrency, r.repeat,
+                   r.error.empty() ? ("first difference at token " + std::to_string(r.first_diff)).c_str() : r.error.c_str());
+    }
+  }
+  if (!o.report.empty()) {
+    const std::string d = o.report + "/";
+    bench::write_text_file(d + "report.json", bench::report_json(run, agg, skipped).dump(1) + "\n");
+    bench::write_text_file(d + "per_request.csv", bench::per_request_csv(run));
+    bench::write_text_file(d + "summary.csv", bench::summary_csv(agg));
+#ifdef SPECCHAT_BENCH_HTML
+    bench::write_text_file(d + "report.html", bench::report_html(run, agg, skipped));
+    std::fprintf(stderr, "wrote %sreport.json, per_request.csv, summary.csv, report.html\n", d.c_str());
+#else
+    std::fprintf(stderr, "wrote %sreport.json, per_request.csv, summary.csv (report.html needs a build with Qt Charts "
+                 "and Qt SVG: qt6-charts-dev, libqt6svg6-dev)\n", d.c_str());
+#endif
+  }
+  return agg.failures > 0 ? 1 : 0;
+}
+
+}  // namespace specchat::cli

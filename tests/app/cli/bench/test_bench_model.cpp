@@ -1,0 +1,133 @@
+// [model] checks of the benchmark suite with the bundled pair: the throughput suite's buckets,
+// and a tiny run of `specchat-cli bench --suite` end to end (reports included).
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "app/cli/bench/report_files.h"
+#include "app/cli/bench/suite.h"
+#include "app/cli/bench/throughput_gen.h"
+#include "engine/cli_runner.h"
+#include "engine/model_fixture.h"
+#include "report_checks.h"
+
+using namespace specchat;
+using namespace specchat::bench;
+
+TEST_CASE("throughput suite: every prompt within 10% of its bucket, ids = the bundled tokenizer's", "[model][bench]") {
+  REQUIRE(test::bundled_models_present());
+  ModelPair& pair = test::bundled_pair();
+  const BenchSuite s = load_suite(test::source_dir() + "/resources/bench/throughput.json");
+  CHECK(default_buckets(pair.target->n_ctx()) == std::vector<int>{32, 64, 128, 192});
+  for (const BenchPrompt& p : s.prompts) {
+    INFO(p.id);
+    const std::vector<int32_t> ids = pair.encode_prompt(p.turns.front());
+    CHECK(ids == p.input_ids);
+    CHECK(std::abs(static_cast<int>(ids.size()) - p.bucket) <= p.bucket / 10);
+  }
+  // The committed file is the generator's output (scripts/make-throughput-suite).
+  ThroughputOptions to;
+  to.buckets = {32, 64, 128, 192};
+  to.tokenizer = s.tokenizer;
+  const BenchSuite again = make_throughput_suite([&](const std::string& t) { return pair.encode_prompt(t); }, to);
+  CHECK(suite_to_json(again) == suite_to_json(s));
+}
+
+TEST_CASE("bench --suite: tiny run (2 prompts per category, concurrency 1 and 2, baseline + chain k=4)",
+          "[model][bench]") {
+  REQUIRE(test::bundled_models_present());
+  const std::string dir = (std::filesystem::temp_directory_path() / "specchat_bench_tiny").string();
+  std::filesystem::remove_all(dir);
+  const auto r = test::run_cli({"bench", "--suite", "qualitative", "--per-group", "2", "--concurrency", "1,2",
+                                "--configs", "baseline,chain:k=4", "-n", "24", "--threads", "2", "--bootstrap-seed",
+                                "5", "--report", dir},
+                               300);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.wall_ms < 120000);
+  const LoadedReport lr = load_report(dir + "/report.json");
+  CHECK(lr.run.records.size() == 22 * 2 * 2);
+  test::check_recompute(lr, 5);
+  // An independent recomputation: mean TPOT of coding under chain:k=4 at concurrency 1, from the
+  // CSV alone.
+  std::ifstream csv(dir + "/per_request.csv");
+  std::string line;
+  std::getline(csv, line);
+  double sum = 0;
+  int n = 0, rows = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    REQUIRE(f.size() >= 18);
+    if (f[1] == "coding" && f[4] == "chain:k=4" && f[5] == "1" && std::stoi(f[10]) > 1) {
+      sum += std::stod(f[17]);
+      ++n;
+    }
+  }
+  CHECK(rows == 88);
+  REQUIRE(n == 2);
+  bool found = false;
+  for (const auto& g : lr.aggregates["groups"]) {
+    if (g["config"] == "chain:k=4" && g["concurrency"] == 1 && g["kind"] == "category" && g["group"] == "coding") {
+      CHECK(g["tpot_ms"]["mean"].get<double>() == Approx(sum / n).epsilon(1e-6));
+      CHECK(g["tau"].get<double>() > 1.0);
+      found = true;
+    }
+  }
+  CHECK(found);
+  std::ifstream sm(dir + "/summary.csv");
+  int srows = 0;
+  while (std::getline(sm, line)) ++srows;
+  CHECK(srows == static_cast<int>(lr.aggregates["groups"].size()) + 1);
+  CHECK(lr.run.meta.target_sha256.size() == 64);
+#ifdef SPECCHAT_BENCH_HTML
+  std::ifstream h(dir + "/report.html");
+  std::stringstream hs;
+  hs << h.rdbuf();
+  test::check_html(hs.str(), 7);
+#endif
+}
+
+TEST_CASE("bench --suite: bad input is refused with a message", "[model][bench]") {
+  auto r = test::run_cli({"bench", "--suite", "/no/such/suite.json"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("cannot open suite file") != std::string::npos);
+  r = test::run_cli({"bench", "--suite", "qualitative", "--configs", "beam:k=2"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("unknown family") != std::string::npos);
+  r = test::run_cli({"bench-diff", "/no/a.json", "/no/b.json"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("cannot open report") != std::string::npos);
+}
+
+// Regression: with --draft left at its automatic default, bench loaded no draft model and every
+// "speculative" configuration ran as baseline (τ = 1, nothing drafted).
+TEST_CASE("bench: the draft model is loaded when --draft is not given", "[model][bench]") {
+  REQUIRE(test::bundled_models_present());
+  const std::string out = (std::filesystem::temp_directory_path() / "specchat_bench_legacy.json").string();
+  const auto r = test::run_cli({"bench", "--max-prompts", "1", "-n", "8", "--budgets", "4", "--chain-k", "2",
+                                "--threads", "2", "--out", out});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  bool saw_chain = false;
+  for (const auto& row : j["rows"]) {
+    if (row["family"] != "chain") continue;
+    saw_chain = true;
+    CHECK(row["drafted"].get<int>() > 0);
+  }
+  CHECK(saw_chain);
+  const std::string dir = (std::filesystem::temp_directory_path() / "specchat_bench_draft").string();
+  const auto s = test::run_cli({"bench", "--suite", "qualitative", "--per-group", "1", "--configs", "chain:k=3", "-n",
+                                "8", "--threads", "2", "--report", dir});
+  INFO(s.describe());
+  REQUIRE(s.exit_code == 0);
+  const LoadedReport lr = load_report(dir + "/report.json");
+  long drafted = 0;
+  for (const RequestRecord& rec : lr.run.records) drafted += rec.drafted;
+  CHECK(drafted > 0);
+}

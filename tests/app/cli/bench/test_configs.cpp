@@ -1,0 +1,38 @@
+#include <catch2/catch.hpp>
+
+#include "app/cli/bench/configs.h"
+
+using namespace specchat;
+using namespace specchat::bench;
+
+TEST_CASE("configs: families, keys, canonical names, baseline first", "[unit][bench]") {
+  const auto cs = parse_configs("chain:k=4,dynamic:n=16:d=5:b=3,baseline,optimal:n=8,ngram:k=3");
+  REQUIRE(cs.size() == 5);
+  CHECK(cs[0].name == "baseline");
+  CHECK(cs[0].settings.drafter == DrafterChoice::none);
+  CHECK(cs[1].name == "chain:k=4");
+  CHECK(cs[1].settings.draft_k == 4);
+  CHECK(cs[1].settings.tree == TreeMode::chain);
+  CHECK(cs[2].name == "dynamic:n=16:d=5:b=3");
+  CHECK(cs[2].settings.tree == TreeMode::dynamic);
+  CHECK(cs[3].name == "optimal:n=8:d=" + std::to_string(SpecSettings{}.depth));
+  CHECK(cs[4].settings.drafter == DrafterChoice::ngram);
+  CHECK(parse_configs("chain:k=2").front().baseline());  // baseline added when absent
+}
+
+TEST_CASE("configs: bad text is refused with a message", "[unit][bench]") {
+  CHECK_THROWS_AS(parse_config("beam:k=4"), ConfigError);
+  CHECK_THROWS_AS(parse_config("chain:k=0"), ConfigError);
+  CHECK_THROWS_AS(parse_config("chain:k=four"), ConfigError);
+  CHECK_THROWS_AS(parse_config("chain:n=4"), ConfigError);
+  CHECK_THROWS_AS(parse_config("chain:k=4:k=5"), ConfigError);
+  CHECK_THROWS_AS(parse_config("dynamic:n=200"), ConfigError);
+  CHECK_THROWS_AS(parse_config("baseline:k=1"), ConfigError);
+  CHECK_THROWS_AS(parse_configs("chain:k=4,chain:k=4"), ConfigError);
+  CHECK_THROWS_AS(parse_configs(""), ConfigError);
+  try {
+    parse_config("chain:k=99");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).find("1..64") != std::string::npos);
+  }
+}
