@@ -1,7 +1,7 @@
 // Writes the fuzzer's seed corpus (fuzz/corpus/): small valid GGUF files that reach deep into
 // the loader (a complete tiny llama model with a SentencePiece vocabulary, in F32, F16 and Q8_0,
 // and with random Q4_0, Q4_K, Q5_K and Q6_K blocks;
-// a vocabulary-only file; a file with every metadata value type). The corpus is committed;
+// a vocabulary-only file, SentencePiece and byte-level BPE; a file with every metadata value type). The corpus is committed;
 // rerun this after a loader change that new seeds should cover:
 //   build-fuzz/fuzz/fuzz_make_seeds fuzz/corpus
 #include <cstdio>
@@ -45,6 +45,51 @@ void add_vocab(GgufBuilder& b) {
 }
 
 enum class Kind { f32, f16, q8_0 };
+
+// UTF-8 of one code point (< 0x800 suffices for GPT-2's byte alphabet).
+std::string utf8(unsigned cp) {
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+// A byte-level BPE vocabulary (tokenizer.ggml.model gpt2, pre-tokenizer qwen2): the 256 byte
+// symbols in GPT-2's byte-to-unicode alphabet, a few merges, and two control tokens.
+void add_bpe_vocab(GgufBuilder& b) {
+  std::vector<std::string> pieces;
+  unsigned extra = 0;
+  for (unsigned byte = 0; byte < 256; ++byte) {
+    const bool printable = (byte >= 0x21 && byte <= 0x7E) || (byte >= 0xA1 && byte <= 0xAC) || byte >= 0xAE;
+    pieces.push_back(utf8(printable ? byte : 256 + extra++));
+  }
+  const std::string G = utf8(256 + 32);  // the space byte's symbol ("Ġ")
+  const std::vector<std::string> merges{G + " t", "h e", G + " a", "o n", G + "t he"};
+  for (const std::string& m : merges) {
+    std::string joined = m;
+    joined.erase(joined.find(' '), 1);
+    pieces.push_back(joined);
+  }
+  std::vector<int32_t> types(pieces.size(), 1);
+  pieces.push_back("<|endoftext|>");
+  types.push_back(3);
+  pieces.push_back("<|im_end|>");
+  types.push_back(3);
+  b.set_string("tokenizer.ggml.model", "gpt2")
+      .set_string("tokenizer.ggml.pre", "qwen2")
+      .set_string_array("tokenizer.ggml.tokens", pieces)
+      .set_i32_array("tokenizer.ggml.token_type", types)
+      .set_string_array("tokenizer.ggml.merges", merges)
+      .set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(pieces.size() - 2))
+      .set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(pieces.size() - 1))
+      .set_bool("tokenizer.ggml.add_bos_token", false)
+      .set_string("tokenizer.chat_template",
+                  "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}");
+}
 
 // A 40-piece vocabulary without byte pieces (SentencePiece falls back to <unk>), small enough
 // that a model with 256-wide rows (the k-quants' block size) stays a small seed.
@@ -176,6 +221,10 @@ int main(int argc, char** argv) {
   add_vocab(vocab_only);
   vocab_only.write_file(dir + "/vocab-only.gguf");
   every_value_type().write_file(dir + "/value-types.gguf");
+  GgufBuilder bpe_only;
+  bpe_only.set_string("general.architecture", "qwen2");
+  add_bpe_vocab(bpe_only);
+  bpe_only.write_file(dir + "/vocab-bpe-qwen2.gguf");
   tiny_llama_blocks(2, 18, 32).write_file(dir + "/llama-q4_0-random.gguf");
   tiny_llama_blocks(12, 144, 256).write_file(dir + "/llama-q4_k-random.gguf");
   tiny_llama_blocks(13, 176, 256).write_file(dir + "/llama-q5_k-random.gguf");
