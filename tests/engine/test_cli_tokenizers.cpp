@@ -55,7 +55,17 @@ std::string qwen_vocab_model() {
                            ("specchat-qwen-vocab-" + std::to_string(::getpid()) + ".gguf"))
                               .string();
     b.write_file(p);
-    std::atexit([] { std::filesystem::remove(qwen_vocab_model()); });
+    // Removed at exit by a static's destructor. (An atexit handler registered here ran after
+    // `path` was destroyed, since it was registered before `path` finished constructing, and
+    // left a 15 MB file in the temp directory on every run.)
+    struct RemoveAtExit {
+      std::string file;
+      ~RemoveAtExit() {
+        std::error_code ec;
+        std::filesystem::remove(file, ec);
+      }
+    };
+    static const RemoveAtExit remove_at_exit{p};
     return p;
   }();
   return path;
