@@ -20,24 +20,17 @@
 #include "engine/tokenizer.h"
 #include "engine/utf8.h"
 #include "engine/vocab.h"
+#include "test_data_files.h"
 #include "test_paths.h"
 
 using namespace specchat;
 
+using specchat::test::read_all;
+
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::string qwen3_path() {
-  const std::string p = specchat::test::test_data("tokenizer-bpe/ggml-vocab-qwen3.gguf");
-  INFO("conformance data missing: " << p << " (it is part of the repository: see tests/data/README.md)");
-  REQUIRE(std::filesystem::exists(p));
-  return p;
+  return specchat::test::require_test_data("tokenizer-bpe/ggml-vocab-qwen3.gguf");
 }
 
 const Vocab& qwen3_vocab() {

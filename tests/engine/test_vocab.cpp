@@ -10,6 +10,7 @@
 #include "engine/utf8.h"
 #include "engine/vocab.h"
 #include "gguf_writer.h"
+#include "test_data_files.h"
 #include "test_paths.h"
 
 using namespace specchat;
@@ -18,10 +19,7 @@ using specchat::test::GgufBuilder;
 namespace {
 
 std::string llama_vocab_path() {
-  const std::string p = specchat::test::test_data("tokenizer/ggml-vocab-llama-spm.gguf");
-  INFO("conformance data missing: " << p << " (it is part of the repository: see tests/data/README.md)");
-  REQUIRE(std::filesystem::exists(p));
-  return p;
+  return specchat::test::require_test_data("tokenizer/ggml-vocab-llama-spm.gguf");
 }
 
 // The tokenizer.ggml.* keys of `v`, as a converter writes them.
