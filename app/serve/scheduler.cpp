@@ -190,6 +190,7 @@ void Scheduler::loop() {
       }
     }
     try {
+      engine_->set_draft_cap(draft_policy_.cap(static_cast<int>(running_.size())));
       engine_->step();
     } catch (const std::exception& e) {
       // The engine's state is unknown after a failed step: every active request fails and a

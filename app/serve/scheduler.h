@@ -5,6 +5,8 @@
 // and finishes, cancels (client gone) or times out each one.
 #pragma once
 
+#include "app/serve/draft_policy.h"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -89,6 +91,7 @@ class Scheduler {
   int parallel_, queue_cap_, threads_;
   ServeMetrics& metrics_;
   std::unique_ptr<class Engine> engine_;
+  DraftLengthPolicy draft_policy_;  // draft length from the batch size (draft_policy.h)
 
   mutable std::mutex qm_;
   std::condition_variable qcv_;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "engine/model.h"
 #include "engine/runtime/emitter.h"
@@ -193,7 +194,8 @@ int Engine::step() {
       // verification forward.
       const auto t0 = Clock::now();
       s.tree = DraftTree();
-      const int room = std::min(n_ctx - n, target_.max_batch() - 1);
+      int room = std::min(n_ctx - n, target_.max_batch() - 1);
+      if (draft_cap_ >= 0) room = std::min(room, draft_cap_);
       if (s.drafter && room > 0) s.tree = s.drafter->propose(s.ctx, s.budget, room, s.req.sampling, s.rng);
       st.draft_ms += ms_since(t0);
     } catch (...) {
@@ -201,7 +203,7 @@ int Engine::step() {
       retire(s);
       continue;
     }
-    if (s.drafter && s.tree.empty()) ++st.n_empty_drafts;
+    if (s.drafter && draft_cap_ != 0 && s.tree.empty()) ++st.n_empty_drafts;
     const int n_nodes = s.tree.size();
     st.n_drafted += n_nodes;
     // [last committed token, tree nodes] with tree attention.
@@ -323,6 +325,11 @@ GenerationResult Engine::take(SeqId id) {
   seqs_.erase(it);
   if (s->error) std::rethrow_exception(s->error);
   return std::move(s->res);
+}
+
+void Engine::set_draft_cap(int max_nodes) {
+  if (max_nodes < -1) throw std::invalid_argument("Engine::set_draft_cap: " + std::to_string(max_nodes) + " < -1");
+  draft_cap_ = max_nodes;
 }
 
 void Engine::clear_cache() {

@@ -67,6 +67,14 @@ class Engine {
   // Forgets every idle slot's cached prefix, in the target and the draft (cold runs).
   void clear_cache();
 
+  // Caps every sequence's draft tree at `max_nodes` nodes from the next step on: 0 = no
+  // drafting (plain decoding steps), -1 = no cap (each request's own budget; the default).
+  // Lossless either way: drafts change how many target forwards a reply takes, never its
+  // tokens (greedy) or their distribution. The server shortens drafts as its batch grows
+  // (app/serve/draft_policy.h). std::invalid_argument below -1.
+  void set_draft_cap(int max_nodes);
+  int draft_cap() const { return draft_cap_; }
+
   LlamaModel& target() { return target_; }
   LlamaModel* draft() { return draft_; }
 
@@ -78,6 +86,7 @@ class Engine {
 
   LlamaModel& target_;
   LlamaModel* draft_;
+  int draft_cap_ = -1;
   struct Slot;
   std::vector<std::unique_ptr<Slot>> slots_;     // [capacity]: per-slot drafters
   std::vector<std::unique_ptr<Seq>> seqs_;       // active and finished-but-not-taken

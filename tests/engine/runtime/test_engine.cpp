@@ -132,6 +132,55 @@ TEST_CASE("engine: chain, dynamic tree, n-gram and baseline mixed in one batch e
   CHECK(drafted > 0);
 }
 
+TEST_CASE("engine: a draft cap changed between steps keeps every sequence's greedy tokens", "[model][engine]") {
+  // The server shortens drafts as its batch grows (set_draft_cap between steps): the tokens must
+  // stay those of decoding alone; only the number of drafted tokens and steps may change.
+  ModelPair& mp = pool_pair();
+  Engine e(*mp.target, mp.draft.get());
+  e.clear_cache();
+  CHECK(e.draft_cap() == -1);
+  CHECK_THROWS_AS(e.set_draft_cap(-2), std::invalid_argument);
+  const std::vector<Case> cases = {
+      {kPrompts[0], 40, chain(4), {}},
+      {kPrompts[1], 40, dynamic_tree(), {}},
+      {kPrompts[2] + " the cat sat on the mat. The cat sat", 40, ngram(), {}},
+  };
+  std::vector<Engine::SeqId> ids;
+  for (const Case& c : cases) ids.push_back(e.submit(request(mp, c)));
+  const int caps[] = {0, 0, 2, -1, 1, 0, 3};
+  int step = 0;
+  while (e.n_active() > 0) {
+    e.set_draft_cap(caps[step++ % 7]);
+    e.step();
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const GenerationResult got = e.take(ids[i]);
+    const GenerationResult want = alone(cases[i]);
+    INFO("sequence " << i);
+    CHECK(got.tokens == want.tokens);
+    CHECK(got.text == want.text);
+    CHECK(got.finish == want.finish);
+    CHECK(got.stats.n_drafted < want.stats.n_drafted);  // the cap really shortened drafts
+  }
+}
+
+TEST_CASE("engine: draft cap 0 decodes like baseline with nothing drafted", "[model][engine]") {
+  ModelPair& mp = pool_pair();
+  Engine e(*mp.target, mp.draft.get());
+  e.clear_cache();
+  e.set_draft_cap(0);
+  const Case spec{kPrompts[0], 32, chain(4), {}};
+  const Engine::SeqId id = e.submit(request(mp, spec));
+  while (e.step() > 0) {
+  }
+  const GenerationResult got = e.take(id);
+  const GenerationResult base = alone({kPrompts[0], 32, baseline(), {}});
+  CHECK(got.tokens == base.tokens);
+  CHECK(got.stats.n_drafted == 0);
+  CHECK(got.stats.n_empty_drafts == 0);  // not a drafter failure: drafting was switched off
+  CHECK(got.stats.n_steps == base.stats.n_steps);
+}
+
 TEST_CASE("engine: sequences joining and leaving mid-run equal each alone", "[model][engine]") {
   ModelPair& mp = pool_pair();
   Engine e(*mp.target, mp.draft.get());
