@@ -205,9 +205,13 @@ void Scheduler::loop() {
       engine_ = std::make_unique<Engine>(*pair_.target, pair_.draft.get());
       continue;
     }
+    // Finished requests leave the gauges before their clients hear back, so a client that
+    // reads /metrics right after its reply sees itself gone (regression: test_serve_load saw
+    // requests_processing 1 after every reply had arrived).
+    std::vector<std::unique_ptr<Running>> done;
     for (size_t i = 0; i < running_.size();) {
       if (engine_->finished(running_[i]->seq)) {
-        finish(*running_[i]);
+        done.push_back(std::move(running_[i]));
         running_.erase(running_.begin() + static_cast<long>(i));
       } else {
         ++i;
@@ -215,6 +219,7 @@ void Scheduler::loop() {
     }
     active_count_ = static_cast<int>(running_.size());
     update_gauges();
+    for (auto& r : done) finish(*r);
   }
   // Shutting down: everything still here ends with 503.
   std::deque<std::shared_ptr<Job>> left;

@@ -137,7 +137,9 @@ Engine::SeqId Engine::submit(const GenerateRequest& req, TokenCallback on_token,
   st.n_prompt_cached = std::min(target_.kv(slot).common_prefix(s.ctx), n_prompt - 1);
   if (n_prompt > 1) target_.sync_cache(s.ctx, n_prompt - 1, false, slot);
   else target_.kv(slot).truncate(0);
-  if (s.drafter) s.drafter->sync(s.ctx);
+  // With drafting switched off (set_draft_cap(0)) the drafter is not prefilled: propose() feeds
+  // its cache itself if drafting resumes, and a wide batch does not pay a draft prefill per request.
+  if (s.drafter && draft_cap_ != 0) s.drafter->sync(s.ctx);
   st.prefill_ms = ms_since(t_start);
   s.t_decode = Clock::now();
   s.running = req.max_tokens > 0;

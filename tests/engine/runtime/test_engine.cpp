@@ -179,6 +179,19 @@ TEST_CASE("engine: draft cap 0 decodes like baseline with nothing drafted", "[mo
   CHECK(got.stats.n_drafted == 0);
   CHECK(got.stats.n_empty_drafts == 0);  // not a drafter failure: drafting was switched off
   CHECK(got.stats.n_steps == base.stats.n_steps);
+
+  // Submitted while drafting is off (no draft prefill), drafting resumed mid-reply: the
+  // drafter catches up by itself and the tokens stay the same.
+  e.set_draft_cap(0);
+  const Case resumed{kPrompts[1], 32, chain(4), {}};
+  const Engine::SeqId id2 = e.submit(request(mp, resumed));
+  for (int i = 0; i < 5; ++i) e.step();
+  e.set_draft_cap(-1);
+  while (e.step() > 0) {
+  }
+  const GenerationResult got2 = e.take(id2);
+  CHECK(got2.tokens == alone(resumed).tokens);
+  CHECK(got2.stats.n_drafted > 0);
 }
 
 TEST_CASE("engine: sequences joining and leaving mid-run equal each alone", "[model][engine]") {
