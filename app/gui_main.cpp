@@ -1,6 +1,8 @@
 // specchat: the desktop app. Builds the engine thread, the chat controller (with its SQLite
 // store) and the window, and wires them together; no singletons.
 #include <QApplication>
+
+#include <cstdlib>
 #include <QCommandLineOption>
 #include <QCommandLineParser>
 #include <QFileInfo>
@@ -147,6 +149,19 @@ bool prints_only(int argc, char** argv) {
   return false;
 }
 
+// Whether Qt can open a window: a platform chosen by -platform or QT_QPA_PLATFORM, or an X11 or
+// Wayland display in the environment. Without one QApplication aborts the process (SIGABRT).
+bool display_reachable(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (QLatin1String(argv[i]) == QLatin1String("-platform")) return true;
+  }
+  for (const char* v : {"QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"}) {
+    const char* value = std::getenv(v);
+    if (value && *value) return true;
+  }
+  return false;
+}
+
 void set_names() {
   QCoreApplication::setApplicationName(QStringLiteral("SpecChat"));
   QCoreApplication::setApplicationVersion(QStringLiteral("0.1.0"));
@@ -162,6 +177,12 @@ int main(int argc, char** argv) {
     parse(text_app, error);  // prints and exits; returns only on a bad option value
     std::fprintf(stderr, "specchat: %s (see --help)\n", qPrintable(error));
     return 2;
+  }
+  if (!display_reachable(argc, argv)) {
+    std::fprintf(stderr,
+                 "specchat: no display: set DISPLAY (X11) or WAYLAND_DISPLAY, or run with -platform offscreen "
+                 "(the command-line front end is specchat-cli)\n");
+    return 1;
   }
   QApplication app(argc, argv);
   set_names();

@@ -142,6 +142,27 @@ TEST_CASE("gui annoyances: specchat --help and --version work without a display"
 #endif
 }
 
+TEST_CASE("gui annoyances: specchat without a display exits with a clear message, no abort", "[gui][unit]") {
+#ifndef SPECCHAT_GUI_PATH
+  WARN("SKIPPED: the specchat app is not built in this configuration");
+#else
+  // Regression: Qt aborted (SIGABRT, status 134) with "could not connect to display ...
+  // Reinstalling the application may fix this problem".
+  QProcess p;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  for (const char* v : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) env.remove(QString::fromLatin1(v));
+  p.setProcessEnvironment(env);
+  p.start(QStringLiteral(SPECCHAT_GUI_PATH), {QStringLiteral("--model"), QStringLiteral("/nonexistent.gguf")});
+  REQUIRE(p.waitForFinished(30000));
+  const QString err = QString::fromUtf8(p.readAllStandardError());
+  INFO("stderr: " << err.toStdString());
+  CHECK(p.exitStatus() == QProcess::NormalExit);
+  CHECK(p.exitCode() == 1);
+  CHECK(err.contains(QStringLiteral("no display")));
+  CHECK(err.contains(QStringLiteral("-platform offscreen")));
+#endif
+}
+
 TEST_CASE("gui annoyances: the temperature is saved as typed, not as a float's long decimal", "[gui][unit]") {
   QTemporaryDir dir;
   const QString file = dir.filePath(QStringLiteral("settings.ini"));
