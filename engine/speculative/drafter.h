@@ -12,6 +12,29 @@ namespace specchat {
 
 class LlamaModel;
 
+// Hidden states of some rows of one target forward, for drafters that read them
+// (docs/design/target-feature-drafters.md). Row r of tap t is
+// data[t * tap_stride + r * d_model … + d_model) (floats). Taps are engine hidden-layer ids
+// (il = the residual stream after target layer il; kHiddenFinalNorm = the final norm's output),
+// in data's order. Valid only during the call it is passed to.
+struct HiddenRows {
+  std::span<const int32_t> taps;  // [n_taps]
+  const float* data = nullptr;    // [n_taps, n_rows, d_model] with the strides below
+  size_t tap_stride = 0;          // floats between taps
+  int n_rows = 0;
+  int d_model = 0;
+  const float* row(int tap_index, int r) const {
+    return data + static_cast<size_t>(tap_index) * tap_stride + static_cast<size_t>(r) * static_cast<size_t>(d_model);
+  }
+  // Index of layer `layer` in taps, −1 when absent.
+  int index_of(int32_t layer) const {
+    for (size_t i = 0; i < taps.size(); ++i) {
+      if (taps[i] == layer) return static_cast<int>(i);
+    }
+    return -1;
+  }
+};
+
 // Tree shape a step may use (node budget N = nodes sent to the target, not counting the root).
 enum class TreeMode { chain, dynamic, optimal };
 const char* tree_mode_name(TreeMode m);
@@ -46,6 +69,24 @@ class Drafter {
   virtual void finished(std::span<const int32_t> /*ctx*/) {}
   // Forget all cached state (cold runs).
   virtual void clear() {}
+
+  // --- Drafters that read the target's hidden states (DFlash block drafter, MTP head) ------
+  // Invariant: such a drafter holds one context row per committed token except the last
+  // (docs/design/target-feature-drafters.md). The engine asks the target forwards for
+  // target_taps() and hands over the rows of committed tokens with observe().
+  //
+  // Target hidden layers this drafter reads (engine ids, see HiddenRows). Empty: none (the
+  // engine then never asks for hidden states on its behalf).
+  virtual std::vector<int32_t> target_taps() const { return {}; }
+  // Committed tokens whose context rows the drafter holds: rows for ctx[0, n_observed()).
+  // sync(ctx) first cuts this to the prefix shared with ctx (at most ctx.size() − 1).
+  virtual int n_observed() const { return 0; }
+  // Appends context rows for committed tokens ctx[pos0, pos0 + n), n = h.n_rows; pos0 must
+  // equal n_observed(). `tokens` is ctx[pos0, pos0 + n + 1): the n tokens and their successor
+  // (MTP pairs each row with the next token; the engine always knows it). h holds the target
+  // hidden states of the n tokens, one row each, in order, for at least target_taps().
+  // std::invalid_argument on a gap (pos0 != n_observed()) or a size mismatch.
+  virtual void observe(int /*pos0*/, std::span<const int32_t> /*tokens*/, const HiddenRows& /*h*/) {}
 };
 
 // A small llama model drafting autoregressively (Leviathan et al. 2023) as a chain, a dynamic
