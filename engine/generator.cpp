@@ -20,7 +20,15 @@ const char* finish_reason_name(FinishReason r) {
   return "unknown";
 }
 
-const char* drafter_kind_name(DrafterKind k) { return k == DrafterKind::ngram ? "ngram" : "model"; }
+const char* drafter_kind_name(DrafterKind k) {
+  switch (k) {
+    case DrafterKind::model: return "model";
+    case DrafterKind::ngram: return "ngram";
+    case DrafterKind::block: return "block";
+    case DrafterKind::mtp: return "mtp";
+  }
+  return "model";
+}
 
 TreeBudget SpecConfig::effective_budget() const {
   TreeBudget b = tree;

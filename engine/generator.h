@@ -20,7 +20,12 @@ class LlamaModel;
 enum class FinishReason { length, eos, stop, cancelled, context_full };
 const char* finish_reason_name(FinishReason r);
 
-enum class DrafterKind { model, ngram };
+// Who drafts a request: the draft model (ModelDrafter), n-gram prompt lookup (NgramDrafter), or
+// a drafter that reads the target's hidden states (docs/design/target-feature-drafters.md): the
+// DFlash block drafter (`block`) or an MTP head (`mtp`). The last two run only in an Engine
+// given a factory for them (Engine::set_drafter_factory).
+enum class DrafterKind { model, ngram, block, mtp };
+// "model", "ngram", "block", "mtp".
 const char* drafter_kind_name(DrafterKind k);
 
 // Speculative configuration of a request.
@@ -113,12 +118,15 @@ class Generator {
 
   // Runs one request to its end. The KV caches keep the longest prefix shared with the
   // previous request (multi-turn reuse). Throws GenerationError for an empty prompt or one
-  // that does not fit the context with room for one token. `cancel` may be null.
+  // that does not fit the context with room for one token, and "drafter_unavailable" for a
+  // block or mtp drafter not installed in engine(). `cancel` may be null.
   GenerationResult generate(const GenerateRequest& req, const TokenCallback& on_token = {},
                             const std::atomic<bool>* cancel = nullptr);
 
   LlamaModel& target();
   LlamaModel* draft();
+  // The engine it runs requests on (e.g. to install feature drafters, Engine::set_drafter_factory).
+  Engine& engine() { return *engine_; }
   // Forgets the cached prefixes (the next request is a cold run).
   void clear_cache();
 

@@ -145,6 +145,27 @@ std::span<const float> LlamaModel::sync_cache(std::span<const int32_t> ctx, int 
   return want_logits ? logits : std::span<const float>();
 }
 
+void LlamaModel::sync_cache_hidden(std::span<const int32_t> ctx, int upto, int seq, std::span<const int32_t> layers,
+                                   const HiddenChunkFn& on_chunk) {
+  KvCache& kv = this->kv(seq);
+  if (upto <= 0 || upto > static_cast<int>(ctx.size()) || upto > kv.n_ctx()) {
+    throw std::invalid_argument("sync_cache_hidden: upto out of range");
+  }
+  int keep = kv.common_prefix(ctx.first(static_cast<size_t>(upto)));
+  kv.truncate(keep);
+  while (keep < upto) {
+    const int len = std::min(upto - keep, max_batch_);
+    const auto part = ctx.subspan(static_cast<size_t>(keep), static_cast<size_t>(len));
+    Batch b = Batch::chain(part, keep, true);
+    b.seq = seq;
+    const Batch* one[1] = {&b};
+    const ForwardOut out = forward(one, layers);
+    kv.commit(part);
+    if (on_chunk) on_chunk(keep, len, out.hidden);
+    keep += len;
+  }
+}
+
 std::span<const float> LlamaModel::forward(const Batch& b) {
   const Batch* one[1] = {&b};
   return forward(one).logits;

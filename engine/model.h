@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -105,6 +106,18 @@ class LlamaModel {
   // max_batch. With `want_logits` at least the last token ctx[upto − 1] is fed and its logits
   // [n_vocab] are returned (valid until the next forward); otherwise returns an empty span.
   std::span<const float> sync_cache(std::span<const int32_t> ctx, int upto, bool want_logits, int seq = 0);
+
+  // Hidden states of `n_rows` consecutive fed rows starting at position `pos0`:
+  // hidden [layers.size(), n_rows, d_model] (a view into scratch, valid during the callback).
+  using HiddenChunkFn = std::function<void(int pos0, int n_rows, std::span<const float> hidden)>;
+  // As sync_cache(ctx, upto, false, seq), and every row it feeds also returns the hidden states
+  // of `layers` (ids as forward's hidden_layers), passed to on_chunk chunk by chunk in position
+  // order (each chunk at most max_batch rows). Rows the cache already shares with ctx are not
+  // fed (truncate the cache first to re-feed them: the rows are bit-identical, the kernels are
+  // batch-invariant). Every fed row is an out row, so its logits are computed too (the backends
+  // return hidden states of out rows only). Throws as sync_cache and forward.
+  void sync_cache_hidden(std::span<const int32_t> ctx, int upto, int seq, std::span<const int32_t> layers,
+                         const HiddenChunkFn& on_chunk);
 
   // Bytes held per component (weights as held by the backend, KV cache, activations incl. the
   // mask buffer) and, on CUDA, device memory used/total (cudaMemGetInfo, whole device).

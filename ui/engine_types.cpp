@@ -41,6 +41,8 @@ SpecSettings to_spec_settings(const GenerationSettings& g) {
   SpecSettings s;
   s.drafter = g.draft_k <= 0                      ? DrafterChoice::none
               : g.drafter == DrafterKind::ngram ? DrafterChoice::ngram
+              : g.drafter == DrafterKind::block ? DrafterChoice::block
+              : g.drafter == DrafterKind::mtp   ? DrafterChoice::mtp
                                                 : DrafterChoice::model;
   s.tree = g.tree_mode;
   s.auto_tree = g.auto_tree;

@@ -191,11 +191,13 @@ json plan_json(const std::string& requested, const TreePlan& p) {
 
 }  // namespace
 
-json plan_tree(const CommonOptions& o, ModelPair& pair, GenerateRequest& req) {
+json plan_tree(const CommonOptions& o, ModelPair& pair, GenerateRequest& req, const FeatureDrafters& fd) {
   if (req.spec.draft_k <= 0) return nullptr;
   SpecSettings s = spec_settings(o);
   s.draft_k = req.spec.draft_k;
-  const TreePlan plan = RequestPlanner(pair, o.threads).plan_tree(s, req.prompt);
+  RequestPlanner planner(pair, o.threads);
+  planner.set_feature_drafters(fd.block_size, fd.mtp);
+  const TreePlan plan = planner.plan_tree(s, req.prompt);
   for (const std::string& w : plan.warnings) {
     std::fprintf(stderr, "warning: %s\n", w.c_str());
     pair.warnings.push_back(w);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli/feature_drafters.h"
 #include "app/cli/options.h"
 #include "engine/model_pair.h"
 
@@ -47,6 +48,7 @@ int cmd_calibrate(const CalibrateOptions& o);
 // when that is 0. Warnings go to stderr and pair.warnings. Returns the plan as JSON for --json
 // ("tree_plan") when --tree optimal or auto was asked for, null otherwise. Throws
 // std::runtime_error when --tree auto cannot time the models.
-nlohmann::json plan_tree(const CommonOptions& o, ModelPair& pair, GenerateRequest& req);
+// `fd`: the feature drafters installed in the engine (install_feature_drafters).
+nlohmann::json plan_tree(const CommonOptions& o, ModelPair& pair, GenerateRequest& req, const FeatureDrafters& fd = {});
 
 }  // namespace specchat::cli

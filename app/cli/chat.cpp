@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "app/cli/feature_drafters.h"
 #include "app/cli/report.h"
 #include "engine/chat_context.h"
 #include "engine/model_pair.h"
@@ -24,14 +25,16 @@ int cmd_chat(const CommonOptions& given) {
   use_draft_choice(pair, o);
   for (const std::string& w : pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   Generator g(*pair.target, pair.draft.get());
-  const RequestPlanner planner(pair, o.threads);
+  const FeatureDrafters fd = install_feature_drafters(g.engine(), o);
+  RequestPlanner planner(pair, o.threads);
+  planner.set_feature_drafters(fd.block_size, fd.mtp);
   // The conversation with each reply's generated ids: the next prompt splices them in exactly,
   // so the previous turn stays in the KV cache (engine/chat_context.h).
   std::vector<ContextMessage> history;
   if (!o.system.empty()) history.push_back({{"system", o.system}, {}, 0, {}});
   const size_t n_fixed = history.size();
   std::fprintf(stderr, "specchat chat — %s; type a message, /reset to start over, /exit to quit\n",
-               pair.draft || o.drafter == "ngram" ? "speculative" : "plain decoding");
+               pair.draft || o.drafter == "ngram" || fd.block_size > 0 || fd.mtp ? "speculative" : "plain decoding");
   std::set<std::string> warned;  // the plan's warnings, once per session
   std::string line;
   while (true) {

@@ -11,6 +11,7 @@
 #include "app/cli/bench.h"
 #include "app/cli/calibrate.h"
 #include "app/cli/chat.h"
+#include "app/cli/feature_drafters.h"
 #include "app/cli/options.h"
 #include "app/cli/remote.h"
 #include "app/cli/report.h"
@@ -74,7 +75,8 @@ CompareRun run_one(Generator& g, const GenerateRequest& req, bool stream, Genera
 json draft_choice_json(const ModelPair& p, const cli::CommonOptions& o) {
   json j;
   const bool model = p.draft != nullptr;
-  j["drafter"] = model ? "model" : o.drafter == "ngram" ? "ngram" : "none";
+  const bool feature = o.drafter == "block" || o.drafter == "mtp";
+  j["drafter"] = feature ? json(o.drafter) : model ? "model" : o.drafter == "ngram" ? "ngram" : "none";
   j["path"] = model ? json(p.draft->path()) : json(nullptr);
   j["automatic"] = !p.draft_choice.reason.empty() && p.draft_choice.reason != "given";
   j["reason"] = p.draft_choice.reason;
@@ -86,8 +88,9 @@ int cmd_generate(const cli::CommonOptions& given) {
   Loaded l = load(given, given.draft_k > 0 && given.drafter == "model");
   const cli::CommonOptions& o = l.o;
   Generator g(*l.pair.target, l.pair.draft.get());
+  const cli::FeatureDrafters fd = cli::install_feature_drafters(g.engine(), o);
   GenerateRequest req = cli::make_request(o, l.prompt, o.draft_k);
-  const json plan = cli::plan_tree(o, l.pair, req);
+  const json plan = cli::plan_tree(o, l.pair, req, fd);
   const int k = req.spec.draft_k;
   GenerationResult r;
   run_one(g, req, !o.json, &r);
@@ -109,9 +112,10 @@ int cmd_compare(const cli::CommonOptions& given) {
   Loaded l = load(given, given.drafter == "model");
   const cli::CommonOptions& o = l.o;
   Generator g(*l.pair.target, l.pair.draft.get());
+  const cli::FeatureDrafters fd = cli::install_feature_drafters(g.engine(), o);
   const GenerateRequest base_req = cli::make_request(o, l.prompt, 0);
   GenerateRequest spec_req = cli::make_request(o, l.prompt, o.draft_k);
-  const json plan = cli::plan_tree(o, l.pair, spec_req);
+  const json plan = cli::plan_tree(o, l.pair, spec_req, fd);
   const int k = spec_req.spec.draft_k;
   GenerationResult base, spec;
   g.warm_up(spec_req);  // neither side pays the cold start alone

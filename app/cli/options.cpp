@@ -25,8 +25,12 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
                  "for the bundled target; with --model, the smallest compatible .gguf beside it, else n-gram)");
   cmd.add_option("--draft-k,-k", o.draft_k, "drafted tokens per step (0 = no drafting)")
       ->check(CLI::Range(0, 64));
-  cmd.add_option("--drafter", o.drafter, "who drafts: model (the draft model), ngram (prompt lookup) or none")
-      ->check(CLI::IsMember({"model", "ngram", "none"}));
+  cmd.add_option("--drafter", o.drafter,
+                 "who drafts: model (the draft model), ngram (prompt lookup), block (DFlash block drafter, "
+                 "--block-drafter), mtp (MTP head, --mtp) or none")
+      ->check(CLI::IsMember({"model", "ngram", "block", "mtp", "none"}));
+  cmd.add_option("--block-drafter", o.block_drafter, "DFlash block drafter GGUF for --drafter block");
+  cmd.add_option("--mtp", o.mtp, "MTP head GGUF for --drafter mtp");
   cmd.add_option("--tree", o.tree,
                  "draft shape: chain (draft-k tokens), dynamic (EAGLE-2), optimal (Sequoia, from the pair's "
                  "calibration) or auto (N, D and shape chosen from measured timings)")

@@ -17,7 +17,11 @@ struct CommonOptions {
   std::string model;            // target GGUF; empty = bundled
   std::string draft;            // draft GGUF, "bundled", "none", "ngram"; empty = automatic (apply_draft)
   int draft_k = SpecSettings{}.draft_k;
-  std::string drafter = drafter_choice_name(SpecSettings{}.drafter);  // model | ngram | none
+  std::string drafter = drafter_choice_name(SpecSettings{}.drafter);  // model | ngram | block | mtp | none
+  // Drafters that read the target's hidden states (app/cli/feature_drafters.h): the DFlash block
+  // drafter GGUF (--block-drafter) and the MTP head GGUF (--mtp); empty = not given.
+  std::string block_drafter;
+  std::string mtp;
   std::string tree = tree_mode_name(SpecSettings{}.tree);             // chain | dynamic | optimal | auto
   int node_budget = SpecSettings{}.node_budget;
   int depth = SpecSettings{}.depth;

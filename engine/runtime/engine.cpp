@@ -19,11 +19,26 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 }  // namespace
 
-// The drafters of one KV slot: a model drafter drafts in the same slot of the draft's pool.
+// Feature drafter kinds, indexed by feature_index().
+constexpr int kFeatureKinds = 2;
+int feature_index(DrafterKind k) { return k == DrafterKind::block ? 0 : k == DrafterKind::mtp ? 1 : -1; }
+
+// The drafters of one KV slot: a model drafter drafts in the same slot of the draft's pool; the
+// feature drafters (block, mtp) come from the factories (set_drafter_factory).
 struct Engine::Slot {
   std::unique_ptr<ModelDrafter> model_drafter;
   NgramDrafter ngram_drafter;
+  std::unique_ptr<Drafter> feature[kFeatureKinds];
   bool busy = false;
+  // Every drafter of the slot, for finished()/clear().
+  template <typename F>
+  void each(F&& f) {
+    if (model_drafter) f(*model_drafter);
+    f(ngram_drafter);
+    for (auto& d : feature) {
+      if (d) f(*d);
+    }
+  }
 };
 
 // One request's state between steps.
@@ -41,6 +56,8 @@ struct Engine::Seq {
   GenerationResult res;
   Emitter em;  // refers to req, cb and res above
   Drafter* drafter = nullptr;
+  std::vector<int32_t> taps;  // drafter->target_taps(), read once at submit (empty: none)
+  std::vector<float> hidden;  // [taps of the group, rows, d_model] rows handed to observe, reused
   TreeBudget budget;
   std::vector<int32_t> ctx;  // prompt + emitted tokens
   Clock::time_point t_start, t_decode;
@@ -125,8 +142,19 @@ Engine::SeqId Engine::submit(const GenerateRequest& req, TokenCallback on_token,
   // The drafter of this request: none when draft_k is 0, or the model drafter has no model.
   Slot& sl = *slots_[static_cast<size_t>(slot)];
   if (req.spec.draft_k > 0) {
-    if (req.spec.drafter == DrafterKind::ngram) s.drafter = &sl.ngram_drafter;
-    else if (sl.model_drafter) s.drafter = sl.model_drafter.get();
+    const int fi = feature_index(req.spec.drafter);
+    if (req.spec.drafter == DrafterKind::ngram) {
+      s.drafter = &sl.ngram_drafter;
+    } else if (fi >= 0) {
+      s.drafter = sl.feature[fi].get();
+      if (!s.drafter) {
+        throw GenerationError("drafter_unavailable", std::string("no ") + drafter_kind_name(req.spec.drafter) +
+                                                         " drafter is loaded in this engine");
+      }
+      s.taps = s.drafter->target_taps();
+    } else if (sl.model_drafter) {
+      s.drafter = sl.model_drafter.get();
+    }
   }
   s.budget = req.spec.effective_budget();
   st.accepted_hist.assign(static_cast<size_t>(s.drafter ? std::max(1, s.budget.depth) : 0) + 1, 0);
@@ -135,11 +163,19 @@ Engine::SeqId Engine::submit(const GenerateRequest& req, TokenCallback on_token,
   // The target's cache holds all of ctx but the last token, which each step's verification
   // batch starts with.
   st.n_prompt_cached = std::min(target_.kv(slot).common_prefix(s.ctx), n_prompt - 1);
-  if (n_prompt > 1) target_.sync_cache(s.ctx, n_prompt - 1, false, slot);
-  else target_.kv(slot).truncate(0);
   // With drafting switched off (set_draft_cap(0)) the drafter is not prefilled: propose() feeds
-  // its cache itself if drafting resumes, and a wide batch does not pay a draft prefill per request.
-  if (s.drafter && draft_cap_ != 0) s.drafter->sync(s.ctx);
+  // its cache itself if drafting resumes, and a wide batch does not pay a draft prefill per
+  // request. A feature drafter is then caught up by step() when drafting resumes (feed_features).
+  if (!s.taps.empty() && draft_cap_ != 0) {
+    // The target's prefill, with the hidden states of the fed rows for the drafter.
+    st.n_prompt_cached = std::min(feed_features(s), n_prompt - 1);
+  } else {
+    if (n_prompt > 1) target_.sync_cache(s.ctx, n_prompt - 1, false, slot);
+    else target_.kv(slot).truncate(0);
+    // A feature drafter not fed now still drops rows of another context (the slot's previous
+    // request): rows it keeps must be those of ctx's tokens.
+    if (s.drafter && (draft_cap_ != 0 || !s.taps.empty())) s.drafter->sync(s.ctx);
+  }
   st.prefill_ms = ms_since(t_start);
   s.t_decode = Clock::now();
   s.running = req.max_tokens > 0;
@@ -165,9 +201,9 @@ void Engine::retire(Seq& s) {
   kv.truncate(kv.common_prefix(final_ctx));
   // Every drafter of the slot (not only this request's: an earlier request may have used the
   // model drafter, whose cache must not keep rows past what the slot now holds).
+  // A feature drafter's rows past a stop or EOS go here too.
   Slot& sl = *slots_[static_cast<size_t>(s.slot)];
-  if (sl.model_drafter) sl.model_drafter->finished(final_ctx);
-  sl.ngram_drafter.finished(final_ctx);
+  sl.each([&](Drafter& d) { d.finished(final_ctx); });
   s.done = true;
   slots_[static_cast<size_t>(s.slot)]->busy = false;
 }
@@ -198,6 +234,8 @@ int Engine::step() {
       s.tree = DraftTree();
       int room = std::min(n_ctx - n, target_.max_batch() - 1);
       if (draft_cap_ >= 0) room = std::min(room, draft_cap_);
+      // A feature drafter that missed rows (submitted while drafting was off) catches up first.
+      if (!s.taps.empty() && room > 0 && s.drafter->n_observed() < n - 1) feed_features(s);
       if (s.drafter && room > 0) s.tree = s.drafter->propose(s.ctx, s.budget, room, s.req.sampling, s.rng);
       st.draft_ms += ms_since(t0);
     } catch (...) {
@@ -246,10 +284,19 @@ void Engine::verify_group(std::vector<Seq*>& group) {
   std::vector<const Batch*> batches;
   batches.reserve(group.size());
   for (Seq* s : group) batches.push_back(&s->verify);
+  // The hidden states the group's feature drafters read: the union of their taps, for the
+  // sequences whose drafter holds every row before this step's anchor (others catch up later).
+  group_taps_.clear();
+  for (Seq* s : group) {
+    if (s->taps.empty() || s->drafter->n_observed() != static_cast<int>(s->ctx.size()) - 1) continue;
+    for (int32_t t : s->taps) {
+      if (std::find(group_taps_.begin(), group_taps_.end(), t) == group_taps_.end()) group_taps_.push_back(t);
+    }
+  }
   const auto t0 = Clock::now();
   ForwardOut out;
   try {
-    out = target_.forward(batches);
+    out = target_.forward(batches, group_taps_);
   } catch (...) {
     for (Seq* s : group) {
       s->error = std::current_exception();
@@ -264,6 +311,8 @@ void Engine::verify_group(std::vector<Seq*>& group) {
     Seq& s = *sp;
     GenerationStats& st = s.res.stats;
     const int n_nodes = s.tree.size();
+    const int n_before = static_cast<int>(s.ctx.size());
+    const size_t row0 = row;
     const auto logits = out.logits.subspan(row * nv, static_cast<size_t>(n_nodes + 1) * nv);
     row += static_cast<size_t>(n_nodes) + 1;
     st.verify_ms += verify_ms;
@@ -306,6 +355,7 @@ void Engine::verify_group(std::vector<Seq*>& group) {
         if (s.res.tokens.size() > before) s.ctx.push_back(id);
       }
       if (st.ttft_ms == 0 && !s.res.tokens.empty()) st.ttft_ms = ms_since(s.t_start);
+      if (!s.taps.empty() && !group_taps_.empty()) observe_step(s, out, row0, n_before, oc.path);
     } catch (...) {
       s.error = std::current_exception();
       s.running = false;
@@ -338,10 +388,98 @@ void Engine::clear_cache() {
   for (int i = 0; i < capacity(); ++i) {
     if (slots_[static_cast<size_t>(i)]->busy) continue;
     target_.kv(i).truncate(0);
-    Slot& sl = *slots_[static_cast<size_t>(i)];
-    if (sl.model_drafter) sl.model_drafter->clear();
-    sl.ngram_drafter.clear();
+    slots_[static_cast<size_t>(i)]->each([](Drafter& d) { d.clear(); });
   }
+}
+
+void Engine::set_drafter_factory(DrafterKind kind, const DrafterFactory& make) {
+  const int fi = feature_index(kind);
+  if (fi < 0) {
+    throw std::invalid_argument(std::string("Engine::set_drafter_factory: ") + drafter_kind_name(kind) +
+                                " drafters are built in (only block and mtp take a factory)");
+  }
+  if (n_active() > 0) throw std::logic_error("Engine::set_drafter_factory: requests are active");
+  std::vector<std::unique_ptr<Drafter>> made(slots_.size());
+  if (make) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      made[i] = make(static_cast<int>(i));
+      if (!made[i]) {
+        throw std::invalid_argument(std::string("Engine::set_drafter_factory: the ") + drafter_kind_name(kind) +
+                                    " factory returned no drafter for slot " + std::to_string(i));
+      }
+    }
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i]->feature[fi] = std::move(made[i]);
+}
+
+bool Engine::has_drafter(DrafterKind kind) const {
+  const int fi = feature_index(kind);
+  if (fi >= 0) return !slots_.empty() && slots_[0]->feature[fi] != nullptr;
+  return kind == DrafterKind::ngram || draft_ != nullptr;
+}
+
+int Engine::feed_features(Seq& s) {
+  Drafter& d = *s.drafter;
+  const int n = static_cast<int>(s.ctx.size());
+  d.sync(s.ctx);  // cuts its rows to the prefix shared with ctx (at most n − 1)
+  const int have = d.n_observed();
+  if (have > n - 1) {
+    throw std::logic_error("Engine: the " + std::string(drafter_kind_name(s.req.spec.drafter)) + " drafter holds " +
+                           std::to_string(have) + " rows after sync, more than the " + std::to_string(n - 1) +
+                           " committed tokens before the last");
+  }
+  // The target re-feeds every row the drafter lacks (its cache may hold more: the slot's
+  // previous request used another drafter, or this one was submitted while drafting was off).
+  KvCache& kv = target_.kv(s.slot);
+  const int kept = std::min({kv.common_prefix(s.ctx), have, n - 1});
+  kv.truncate(kept);
+  if (n == 1) return kept;
+  const int d_model = target_.config().d_model;
+  target_.sync_cache_hidden(s.ctx, n - 1, s.slot, s.taps, [&](int pos0, int n_rows, std::span<const float> hidden) {
+    // Rows the drafter already holds (the target's cache was shorter) are skipped.
+    const int skip = std::clamp(d.n_observed() - pos0, 0, n_rows);
+    if (skip == n_rows) return;
+    HiddenRows h;
+    h.taps = s.taps;
+    h.tap_stride = static_cast<size_t>(n_rows) * static_cast<size_t>(d_model);
+    h.data = hidden.data() + static_cast<size_t>(skip) * static_cast<size_t>(d_model);
+    h.n_rows = n_rows - skip;
+    h.d_model = d_model;
+    const int p0 = pos0 + skip;
+    d.observe(p0, std::span<const int32_t>(s.ctx).subspan(static_cast<size_t>(p0), static_cast<size_t>(h.n_rows) + 1), h);
+  });
+  return kept;
+}
+
+void Engine::observe_step(Seq& s, const ForwardOut& out, size_t row0, int n_before, std::span<const int32_t> path) {
+  Drafter& d = *s.drafter;
+  if (d.n_observed() != n_before - 1) return;  // not fed this step (it was behind): caught up later
+  // Committed now: ctx grew by the emitted tokens; a stop string may also have taken back kept
+  // tokens (retire then cuts the drafter with finished()).
+  const int committed = s.running ? static_cast<int>(s.ctx.size())
+                                  : static_cast<int>(s.req.prompt.size() + s.res.tokens.size());
+  // Rows n_before − 1 … committed − 2: the anchor (batch row 0) and the accepted path's nodes.
+  const int n_rows = std::min(committed - n_before, static_cast<int>(path.size()) + 1);
+  if (n_rows <= 0) return;
+  const size_t dm = static_cast<size_t>(target_.config().d_model);
+  const size_t n_out = out.hidden.size() / (group_taps_.size() * dm);  // Σ out_rows of the forward
+  const size_t stride = static_cast<size_t>(n_rows) * dm;
+  s.hidden.resize(group_taps_.size() * stride);
+  for (size_t t = 0; t < group_taps_.size(); ++t) {
+    for (int r = 0; r < n_rows; ++r) {
+      const size_t src_row = row0 + (r == 0 ? 0 : static_cast<size_t>(path[static_cast<size_t>(r) - 1]) + 1);
+      const float* src = out.hidden.data() + (t * n_out + src_row) * dm;
+      std::copy_n(src, dm, s.hidden.data() + t * stride + static_cast<size_t>(r) * dm);
+    }
+  }
+  HiddenRows h;
+  h.taps = group_taps_;
+  h.data = s.hidden.data();
+  h.tap_stride = stride;
+  h.n_rows = n_rows;
+  h.d_model = static_cast<int>(dm);
+  const int pos0 = n_before - 1;
+  d.observe(pos0, std::span<const int32_t>(s.ctx).subspan(static_cast<size_t>(pos0), static_cast<size_t>(n_rows) + 1), h);
 }
 
 }  // namespace specchat

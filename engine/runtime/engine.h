@@ -11,6 +11,14 @@
 // its own sequence only (the CPU kernels are batch-invariant, cpu::linear), and each sequence
 // has its own RNG seeded from its request.
 //
+// Drafters that read the target's hidden states (DrafterKind block and mtp; contract:
+// docs/design/target-feature-drafters.md, "Context features") are fed by the target's own
+// forwards: the prompt prefill and each verification forward also return the hidden states of
+// the drafter's target_taps(), and the rows of committed tokens are handed to observe(). The
+// drafter then holds one context row per committed token except the last, never a row of a
+// token that was not committed. A drafter that missed rows (submitted while drafting was off)
+// is caught up before its next proposal by re-feeding the missing rows through the target.
+//
 // Not thread-safe: one thread calls submit/step/take (the GUI's engine thread, the CLI, the
 // server's scheduler). Callbacks run on that thread, inside step().
 #pragma once
@@ -18,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,11 +34,15 @@
 
 namespace specchat {
 
+class Drafter;
 class LlamaModel;
+struct ForwardOut;
 
 class Engine {
  public:
   using SeqId = int64_t;
+  // Makes the drafter of KV slot `slot` ([0, capacity())); called once per slot.
+  using DrafterFactory = std::function<std::unique_ptr<Drafter>(int slot)>;
 
   // `target` (and `draft`, which may be null) must outlive the engine. Capacity: the target's
   // n_seq; a draft model needs at least as many sequences (std::invalid_argument otherwise).
@@ -47,7 +60,11 @@ class Engine {
   // prefix with the prompt, so a conversation's next turn reuses its KV rows), and prefills the
   // target and the drafter. `on_token` runs inside later step() calls; `cancel` (may be null)
   // is read before each step. Throws GenerationError ("empty_prompt", "prompt_too_long",
-  // "bad_token", "engine_full" when every slot is busy); nothing is kept on a throw.
+  // "bad_token", "engine_full" when every slot is busy, "drafter_unavailable" for a block or
+  // mtp drafter (draft_k > 0) when no factory was given for that kind: such a request is
+  // refused, not run without drafting, so a misconfigured front end is noticed); nothing is kept
+  // on a throw. A drafter with target_taps() is prefilled from the target's prompt prefill (the
+  // prompt rows the target's cache holds past the drafter's are re-fed for their hidden states).
   SeqId submit(const GenerateRequest& req, TokenCallback on_token = {}, const std::atomic<bool>* cancel = nullptr);
 
   // One decode step for every active sequence (see the header comment). Verification rows of
@@ -75,6 +92,19 @@ class Engine {
   void set_draft_cap(int max_nodes);
   int draft_cap() const { return draft_cap_; }
 
+  // Installs the drafters of `kind` (DrafterKind::block or mtp): make(slot) is called now for
+  // every slot, and a request of that kind uses its slot's drafter (each drafter serves one
+  // sequence at a time, so it may keep per-sequence state such as context rows and a KV cache).
+  // A null `make` removes them (requests of that kind are then refused). The drafters live as
+  // long as the engine or until replaced; make must not return null.
+  // std::invalid_argument for another kind or a null drafter; std::logic_error while a request
+  // is active (a drafter must not change under a running sequence). Throws what make throws
+  // (nothing is installed then).
+  void set_drafter_factory(DrafterKind kind, const DrafterFactory& make);
+  // Whether drafters of `kind` can run: model = a draft model was given, ngram always, block /
+  // mtp = a factory was installed.
+  bool has_drafter(DrafterKind kind) const;
+
   LlamaModel& target() { return target_; }
   LlamaModel* draft() { return draft_; }
 
@@ -83,6 +113,12 @@ class Engine {
   Seq* find(SeqId id) const;
   void verify_group(std::vector<Seq*>& group);
   void retire(Seq& s);
+  // Feature drafters (non-empty taps): brings s's drafter to hold rows for ctx[0, n − 1),
+  // re-feeding the target's rows it lacks with their hidden states. Returns the target's cache
+  // rows kept (not re-fed).
+  int feed_features(Seq& s);
+  // After verification: hands the drafter the rows of the tokens this step committed.
+  void observe_step(Seq& s, const ForwardOut& out, size_t row0, int n_before, std::span<const int32_t> path);
 
   LlamaModel& target_;
   LlamaModel* draft_;
@@ -90,6 +126,7 @@ class Engine {
   struct Slot;
   std::vector<std::unique_ptr<Slot>> slots_;     // [capacity]: per-slot drafters
   std::vector<std::unique_ptr<Seq>> seqs_;       // active and finished-but-not-taken
+  std::vector<int32_t> group_taps_;              // union of a verification group's taps
   SeqId next_id_ = 1;
 };
 

@@ -25,6 +25,11 @@ double TreePlan::expected_tokens() const {
 
 RequestPlanner::RequestPlanner(const ModelPair& pair, int threads) : pair_(pair), threads_(threads) {}
 
+void RequestPlanner::set_feature_drafters(int block_size, bool has_mtp) {
+  block_size_ = block_size;
+  has_mtp_ = has_mtp;
+}
+
 // ---- context fitting ------------------------------------------------------------------------
 
 ContextFit RequestPlanner::fit_context(const std::vector<ContextMessage>& messages, int max_tokens) const {
@@ -82,8 +87,12 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
     return std::move(p);
   };
   if (!s.drafts()) return finish();
-  if (s.drafter == DrafterChoice::model && !ctx.has_draft_model) {
-    p.warnings.emplace_back("no draft model loaded: generating without a drafter");
+  const char* missing = s.drafter == DrafterChoice::model && !ctx.has_draft_model   ? "no draft model loaded"
+                        : s.drafter == DrafterChoice::block && ctx.block_size < 2 ? "no block drafter loaded"
+                        : s.drafter == DrafterChoice::mtp && !ctx.has_mtp        ? "no MTP head loaded"
+                                                                                  : nullptr;
+  if (missing) {
+    p.warnings.push_back(std::string(missing) + ": generating without a drafter");
     s.drafter = DrafterChoice::none;
     return finish();
   }
@@ -92,10 +101,27 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
   s.node_budget = std::clamp(s.node_budget, 1, max_nodes);
   s.depth = std::clamp(s.depth, 1, s.node_budget);
   s.branch = std::max(1, s.branch);
+  if (s.drafter == DrafterChoice::block) {
+    // One block drafts B − 1 tokens: nothing deeper exists (DFlash §3).
+    const int deepest = ctx.block_size - 1;
+    const bool chain = !s.auto_tree && s.tree == TreeMode::chain;
+    if (chain && s.draft_k > deepest) {
+      p.warnings.push_back("the block drafter drafts at most " + std::to_string(deepest) + " tokens per step: draft_k " +
+                           std::to_string(s.draft_k) + " -> " + std::to_string(deepest));
+    } else if (!chain && s.depth > deepest) {
+      p.warnings.push_back("the block drafter's trees are at most " + std::to_string(deepest) + " deep: depth " +
+                           std::to_string(s.depth) + " -> " + std::to_string(deepest));
+    }
+    s.draft_k = std::min(s.draft_k, deepest);
+    s.depth = std::min(s.depth, deepest);
+  }
   if (!s.auto_tree && s.tree != TreeMode::optimal) return finish();
 
-  if (s.drafter == DrafterChoice::ngram) {
-    p.warnings.push_back(std::string("the n-gram drafter has no rank calibration: drafting a dynamic tree (node budget ") +
+  if (s.drafter != DrafterChoice::model) {
+    const std::string who = s.drafter == DrafterChoice::ngram   ? "the n-gram drafter"
+                            : s.drafter == DrafterChoice::block ? "the block drafter"
+                                                                : "the MTP drafter";
+    p.warnings.push_back(who + " has no rank calibration: drafting a dynamic tree (node budget " +
                          std::to_string(s.node_budget) + ", depth " + std::to_string(s.depth) + ") instead of " +
                          (s.auto_tree ? "an automatic" : "an optimal") + " tree");
     s.tree = TreeMode::dynamic;
@@ -155,6 +181,8 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
   LlamaModel& target = *pair_.target;
   LlamaModel* draft = pair_.draft.get();
   ctx.has_draft_model = draft != nullptr;
+  ctx.block_size = block_size_;
+  ctx.has_mtp = has_mtp_;
   ctx.max_nodes = std::max(1, target.max_batch() - 1);
   const bool calibrated = s.drafts() && s.drafter == DrafterChoice::model && draft &&
                           (s.auto_tree || s.tree == TreeMode::optimal);

@@ -45,6 +45,11 @@ using ContextEncoder = std::function<ChatContext(const std::vector<ContextMessag
 // What plan_tree knows about the loaded pair (the pure form's input).
 struct PlanContext {
   bool has_draft_model = false;
+  // Drafters reading the target's hidden states installed in the engine that runs the request
+  // (Engine::set_drafter_factory): the block drafter's block size B (its block holds the anchor
+  // and B − 1 drafted tokens; 0 = no block drafter), and whether an MTP head is installed.
+  int block_size = 0;
+  bool has_mtp = false;
   int max_nodes = 1;         // most tree nodes one verification forward takes (target max_batch − 1), ≥ 1
   Calibration calibration;   // of the pair; consulted only for optimal and auto trees of the model drafter
   // Measures step timings now (auto trees when the calibration has none for this thread count);
@@ -112,6 +117,10 @@ class RequestPlanner {
   // (PairOptions::n_threads, 0 = all cores): timings in the calibration are kept per count.
   explicit RequestPlanner(const ModelPair& pair, int threads = 0);
 
+  // The feature drafters the front end installed in its Engine (PlanContext::block_size,
+  // has_mtp); none until told.
+  void set_feature_drafters(int block_size, bool has_mtp);
+
   // Fits `messages` (oldest first, optional system messages, ending with the turn to answer;
   // assistant messages may carry their stored ids) into the target's context, leaving
   // `reserve` = max(1, min(max_tokens, n_ctx / 2)) tokens for the reply: capped at half the
@@ -131,12 +140,15 @@ class RequestPlanner {
   // Plans the speculative side of a request on the pair. `prompt` ([n_prompt] ids) is needed
   // only by auto trees that must time the models now (it is the context the timings run on).
   // Rules, in order:
-  //  - drafter none or draft_k ≤ 0: plain decoding. The model drafter without a draft model:
-  //    plain decoding and a warning.
+  //  - drafter none or draft_k ≤ 0: plain decoding. The model drafter without a draft model, the
+  //    block drafter without one installed (block_size < 2) and the MTP drafter without an MTP
+  //    head: plain decoding and a warning.
   //  - budgets are clamped: draft_k and node_budget to [1, max_nodes], depth to [1, node_budget],
-  //    branch to ≥ 1.
-  //  - the n-gram drafter has no rank calibration: optimal and auto trees are drafted as a
-  //    dynamic tree with the same budget (warning).
+  //    branch to ≥ 1. The block drafter drafts at most B − 1 tokens deep (one block): draft_k
+  //    and depth are also clamped to B − 1 (warning when a requested value is cut); its trees
+  //    are built from the block's marginals with node_budget / depth / branch.
+  //  - the n-gram, block and MTP drafters have no rank calibration: optimal and auto trees are
+  //    drafted as a dynamic tree with the same budget (warning).
   //  - optimal (Sequoia §3.1): the tree for (node_budget, depth) from the calibration's
   //    acceptance vector. auto (Sequoia §3.3): choose_budget over N ≤ min(64, max_nodes) with
   //    the calibration's timings for this thread count, else timings measured now on `prompt`
@@ -164,6 +176,8 @@ class RequestPlanner {
  private:
   const ModelPair& pair_;
   int threads_;
+  int block_size_ = 0;
+  bool has_mtp_ = false;
 };
 
 }  // namespace specchat

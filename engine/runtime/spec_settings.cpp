@@ -7,12 +7,15 @@ const char* drafter_choice_name(DrafterChoice d) {
     case DrafterChoice::none: return "none";
     case DrafterChoice::model: return "model";
     case DrafterChoice::ngram: return "ngram";
+    case DrafterChoice::block: return "block";
+    case DrafterChoice::mtp: return "mtp";
   }
   return "none";
 }
 
 bool parse_drafter_choice(std::string_view name, DrafterChoice* out) {
-  for (DrafterChoice d : {DrafterChoice::none, DrafterChoice::model, DrafterChoice::ngram}) {
+  for (DrafterChoice d :
+       {DrafterChoice::none, DrafterChoice::model, DrafterChoice::ngram, DrafterChoice::block, DrafterChoice::mtp}) {
     if (name == drafter_choice_name(d)) {
       *out = d;
       return true;
@@ -33,7 +36,13 @@ bool parse_tree_mode(std::string_view name, TreeMode* out) {
 
 SpecConfig to_spec_config(const SpecSettings& s, const TreeShape& shape) {
   SpecConfig c;
-  c.drafter = s.drafter == DrafterChoice::ngram ? DrafterKind::ngram : DrafterKind::model;
+  switch (s.drafter) {
+    case DrafterChoice::ngram: c.drafter = DrafterKind::ngram; break;
+    case DrafterChoice::block: c.drafter = DrafterKind::block; break;
+    case DrafterChoice::mtp: c.drafter = DrafterKind::mtp; break;
+    case DrafterChoice::none:
+    case DrafterChoice::model: c.drafter = DrafterKind::model; break;
+  }
   c.draft_k = s.drafts() ? s.draft_k : 0;
   c.tree.mode = s.tree;
   c.tree.node_budget = s.node_budget;

@@ -12,9 +12,12 @@
 
 namespace specchat {
 
-// Who drafts: nobody (plain decoding), the draft model, or n-gram prompt lookup.
-enum class DrafterChoice { none, model, ngram };
-// "none", "model", "ngram".
+// Who drafts: nobody (plain decoding), the draft model, n-gram prompt lookup, or a drafter that
+// reads the target's hidden states: the DFlash block drafter or an MTP head
+// (docs/design/target-feature-drafters.md; they run where the front end installed them in the
+// Engine, Engine::set_drafter_factory).
+enum class DrafterChoice { none, model, ngram, block, mtp };
+// "none", "model", "ngram", "block", "mtp".
 const char* drafter_choice_name(DrafterChoice d);
 // Parses drafter_choice_name()'s names; false (and *out untouched) for anything else.
 bool parse_drafter_choice(std::string_view name, DrafterChoice* out);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/cli_runner.h"
@@ -128,6 +129,22 @@ TEST_CASE("spec settings: one set of defaults, mapped to the engine's SpecConfig
   CHECK(parse_tree_mode("optimal", &m));
   CHECK(m == TreeMode::optimal);
   CHECK_FALSE(parse_tree_mode("auto", &m));
+}
+
+TEST_CASE("spec settings: the block and MTP drafters by name", "[unit]") {
+  for (const auto& [name, choice, kind] : {std::tuple{"block", DrafterChoice::block, DrafterKind::block},
+                                           std::tuple{"mtp", DrafterChoice::mtp, DrafterKind::mtp}}) {
+    INFO(name);
+    DrafterChoice dc = DrafterChoice::model;
+    CHECK(parse_drafter_choice(name, &dc));
+    CHECK(dc == choice);
+    CHECK(std::string(drafter_choice_name(choice)) == name);
+    CHECK(std::string(drafter_kind_name(kind)) == name);
+    SpecSettings s;
+    s.drafter = choice;
+    CHECK(to_spec_config(s).drafter == kind);
+    CHECK(to_spec_config(s).draft_k == 4);
+  }
 }
 
 // ---- fit_context ----------------------------------------------------------------------------
@@ -493,4 +510,73 @@ TEST_CASE("request planner: the CLI runs SpecSettings' defaults and reports both
   const double base_ms = r.json.at("baseline").at("total_ms"), spec_ms = r.json.at("speculative").at("total_ms");
   CHECK(r.json.at("total_time_ratio").get<double>() == Approx(base_ms / spec_ms));
   CHECK(base_ms >= r.json.at("baseline").at("decode_ms").get<double>());
+}
+
+TEST_CASE("plan_tree: block and MTP drafters run only where installed; a block bounds the depth", "[unit]") {
+  PlanContext ctx = with_draft();
+  ctx.has_draft_model = false;
+  SpecSettings s;
+  s.drafter = DrafterChoice::block;
+  TreePlan p = RequestPlanner::plan_tree(s, ctx);
+  CHECK_FALSE(p.speculative());
+  CHECK(p.settings.drafter == DrafterChoice::none);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "no block drafter"));
+  s.drafter = DrafterChoice::mtp;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK_FALSE(p.speculative());
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "no MTP head"));
+
+  ctx.block_size = 8;
+  ctx.has_mtp = true;
+  p = RequestPlanner::plan_tree(s, ctx);  // mtp chain, as asked
+  CHECK(p.spec.drafter == DrafterKind::mtp);
+  CHECK(p.spec.draft_k == 4);
+  CHECK(p.warnings.empty());
+
+  // Block chains draft at most B − 1 tokens.
+  s.drafter = DrafterChoice::block;
+  s.draft_k = 6;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.spec.drafter == DrafterKind::block);
+  CHECK(p.spec.draft_k == 6);
+  CHECK(p.warnings.empty());
+  s.draft_k = 12;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.spec.draft_k == 7);
+  CHECK(p.spec.effective_budget().depth == 7);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "at most 7"));
+
+  // Block trees from the marginals: node budget and branch as asked, depth ≤ B − 1.
+  s.tree = TreeMode::dynamic;
+  s.node_budget = 20;
+  s.depth = 9;
+  s.branch = 2;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.spec.tree.mode == TreeMode::dynamic);
+  CHECK(p.spec.tree.node_budget == 20);
+  CHECK(p.spec.tree.depth == 7);
+  CHECK(p.spec.tree.branch == 2);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "7 deep"));
+
+  // No rank calibration: optimal and auto become dynamic trees with the same budget.
+  for (DrafterChoice d : {DrafterChoice::block, DrafterChoice::mtp}) {
+    for (bool automatic : {false, true}) {
+      s.drafter = d;
+      s.tree = TreeMode::optimal;
+      s.auto_tree = automatic;
+      s.node_budget = 12;
+      s.depth = 4;
+      p = RequestPlanner::plan_tree(s, ctx);
+      CHECK(p.spec.tree.mode == TreeMode::dynamic);
+      CHECK(p.spec.tree.node_budget == 12);
+      CHECK(p.spec.tree.depth == 4);
+      CHECK(p.acceptance_source.empty());
+      REQUIRE(p.warnings.size() == 1);
+      CHECK(contains(p.warnings[0], "no rank calibration"));
+    }
+  }
 }
