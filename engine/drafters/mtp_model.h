@@ -119,6 +119,7 @@ class MtpModel {
   DType tok_embd_type_ = DType::f32;
   Mat output_;
   std::vector<float> output_norm_;
+  float target_norm_eps_ = 1e-5f;  // the target's final-norm epsilon
   // head's
   Mat eh_proj_, wq_, wk_, wv_, wo_, w_gate_, w_up_, w_down_;
   std::vector<float> enorm_, hnorm_, attn_norm_, ffn_norm_;
