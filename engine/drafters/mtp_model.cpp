@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -26,6 +27,10 @@ std::string shape_str(const std::vector<uint64_t>& ne) {
   std::string s = "[";
   for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
   return s + "]";
+}
+
+[[noreturn]] void refuse(DrafterBindErrorKind kind, const std::string& path, const std::string& what) {
+  throw DrafterBindError(kind, path + ": " + what);
 }
 
 std::vector<float> to_f32(const GgufTensorInfo& t) {
@@ -73,7 +78,7 @@ std::shared_ptr<const MtpModel> MtpModel::load(const std::string& path, const Ll
   m->file_ = std::make_unique<GgufFile>(GgufFile::open(path));
   const GgufFile& f = *m->file_;
   const ModelConfig& tc = target.config();
-  auto fail = [&](K kind, const std::string& what) { throw DrafterBindError(kind, path + ": " + what); };
+  auto fail = [&](K kind, const std::string& what) { refuse(kind, path, what); };
 
   const std::string arch = f.get_string("general.architecture");
   if (arch != kArch) fail(K::wrong_architecture, "general.architecture is '" + arch + "', not '" + kArch + "'");
@@ -164,7 +169,7 @@ std::shared_ptr<const MtpModel> MtpModel::load(const std::string& path, const Ll
                   const std::string& whose) -> const GgufTensorInfo& {
     used.insert(name);
     const GgufTensorInfo* t = file.tensor(name);
-    if (!t) fail(K::missing_tensor, whose + "tensor '" + name + "' is missing");
+    if (!t) refuse(K::missing_tensor, path, whose + "tensor '" + name + "' is missing");
     if (t->ne != ne) {
       fail(K::wrong_width, whose + "tensor '" + name + "' has shape " + shape_str(t->ne) + ", expected " + shape_str(ne));
     }

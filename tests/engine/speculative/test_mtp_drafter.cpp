@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <nlohmann/json.hpp>
 
 #include "engine/drafters/mtp_fixture.h"
@@ -195,11 +196,9 @@ TEST_CASE("mtp drafter: dynamic trees; a node's temporary row equals its path ap
   const DraftTree tree = dr.propose(kCtx, b, 16, SamplingParams{0.7f, 0, 1.0f, 1}, rng);
   tree.validate();
   REQUIRE(tree.size() == 10);
-  CHECK(tree.depth() >= 3);
+  CHECK(tree.depth() >= 2);
   CHECK(dr.n_observed() == n - 1);
-  const std::vector<float> all = dr.tree_logits(kCtx, tree);
   const size_t nv = static_cast<size_t>(target.config().n_vocab);
-  REQUIRE(all.size() == static_cast<size_t>(tree.size()) * nv);
 
   // Root children: the top-3 of the last context row, best first.
   const std::vector<float> root = dr.logits_after(kCtx, {});
@@ -207,38 +206,64 @@ TEST_CASE("mtp drafter: dynamic trees; a node's temporary row equals its path ap
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t c) { return root[static_cast<size_t>(a)] > root[static_cast<size_t>(c)]; });
   const std::vector<int32_t> kids = tree.children(0);
-  REQUIRE(!kids.empty());
+  REQUIRE(kids.size() == 3);
   for (size_t i = 0; i < kids.size(); ++i) CHECK(tree.nodes[static_cast<size_t>(kids[i])].token == order[i]);
+  {
+    // Each node's cumulative log-probability: its parent's plus log-softmax of the parent's row.
+    const std::vector<float> all = dr.tree_logits(kCtx, tree);
+    for (int32_t v = 0; v < tree.size(); ++v) {
+      const DraftNode& nd = tree.nodes[static_cast<size_t>(v)];
+      const std::vector<float> pl =
+          nd.parent < 0 ? root
+                        : std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(nd.parent) * nv),
+                                             all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(nd.parent + 1) * nv));
+      const float mx = *std::max_element(pl.begin(), pl.end());
+      double z = 0;
+      for (float x : pl) z += std::exp(static_cast<double>(x - mx));
+      const double lp = pl[static_cast<size_t>(nd.token)] - mx - std::log(z);
+      const double base = nd.parent < 0 ? 0.0 : tree.nodes[static_cast<size_t>(nd.parent)].logp;
+      CHECK(std::fabs(nd.logp - (base + lp)) <= 1e-4);
+    }
+  }
 
+  // A deeper tree with siblings at every level (depth 4; tokens arbitrary), and the proposed one.
+  DraftTree deep;
+  deep.add(5, -1, 0);
+  deep.add(6, -1, 0);
+  deep.add(700, 0, 0);
+  deep.add(701, 0, 0);
+  deep.add(700, 1, 0);
+  deep.add(4000, 2, 0);
+  deep.add(4001, 2, 0);
+  deep.add(17, 4, 0);
+  deep.add(18, 5, 0);
+  deep.add(19, 5, 0);
+  deep.add(20, 6, 0);
   MtpDrafter real(s.model, target, 1);
   observe_context(real, target, kCtx);
-  for (int32_t v = 0; v < tree.size(); ++v) {
-    const std::vector<int32_t> path = path_to(tree, v);
-    INFO("node " << v << " depth " << path.size());
-    const std::span<const float> mine(all.data() + static_cast<size_t>(v) * nv, nv);
-    // (a) the same path as a chain of temporary rows (causal mask).
-    CHECK(max_diff(mine, dr.logits_after(kCtx, path)) <= 1e-5);
-    // (b) the path appended as real context rows: row n−2+j gets h = g of the row before.
-    real.sync(kCtx);
-    std::vector<int32_t> ext = kCtx;
-    for (int32_t tok : path) {
-      const int r = real.n_observed();
-      const std::vector<float> h(real.row_output(r - 1).begin(), real.row_output(r - 1).end());
-      const int32_t pair[2] = {ext.back(), tok};
-      real.observe(r, pair, hidden_rows(h, tap, d));
-      ext.push_back(tok);
+  for (const DraftTree* t : std::vector<const DraftTree*>{&tree, &deep}) {
+    const std::vector<float> all = dr.tree_logits(kCtx, *t);
+    REQUIRE(all.size() == static_cast<size_t>(t->size()) * nv);
+    CHECK(dr.n_observed() == n - 1);
+    for (int32_t v = 0; v < t->size(); ++v) {
+      const std::vector<int32_t> path = path_to(*t, v);
+      INFO("node " << v << " depth " << path.size());
+      const std::span<const float> mine(all.data() + static_cast<size_t>(v) * nv, nv);
+      // (a) the same path as a chain of temporary rows (causal mask).
+      CHECK(max_diff(mine, dr.logits_after(kCtx, path)) <= 1e-5);
+      // (b) the path appended as real context rows: row n−2+j gets h = g of the row before.
+      real.sync(kCtx);
+      REQUIRE(real.n_observed() == n - 1);
+      std::vector<int32_t> ext = kCtx;
+      for (int32_t tok : path) {
+        const int r = real.n_observed();
+        const std::vector<float> h(real.row_output(r - 1).begin(), real.row_output(r - 1).end());
+        const int32_t pair[2] = {ext.back(), tok};
+        real.observe(r, pair, hidden_rows(h, tap, d));
+        ext.push_back(tok);
+      }
+      CHECK(max_diff(mine, real.logits_after(ext, {})) <= 1e-5);
     }
-    CHECK(max_diff(mine, real.logits_after(ext, {})) <= 1e-5);
-    // The node's cumulative log-probability: its parent's plus log-softmax of the parent's row.
-    const DraftNode& nd = tree.nodes[static_cast<size_t>(v)];
-    const std::vector<float> pl = nd.parent < 0 ? root : std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(nd.parent) * nv),
-                                                                            all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(nd.parent + 1) * nv));
-    const float mx = *std::max_element(pl.begin(), pl.end());
-    double z = 0;
-    for (float x : pl) z += std::exp(static_cast<double>(x - mx));
-    const double lp = pl[static_cast<size_t>(nd.token)] - mx - std::log(z);
-    const double base = nd.parent < 0 ? 0.0 : tree.nodes[static_cast<size_t>(nd.parent)].logp;
-    CHECK(std::fabs(nd.logp - (base + lp)) <= 1e-4);
   }
 }
 
