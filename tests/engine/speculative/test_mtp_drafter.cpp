@@ -15,6 +15,7 @@
 #include "engine/drafters/mtp_fixture.h"
 #include "engine/speculative/acceptance.h"
 #include "engine/speculative/mtp_drafter.h"
+#include "test_data_files.h"
 
 using namespace specchat;
 using namespace specchat::test;
@@ -359,32 +360,32 @@ TEST_CASE("mtp drafter: acceptance over its sampled chains is exact at T > 0 (en
   }
 }
 
-// The recipe's reference (resources/models/recipe/mtp.py): a tiny random head bound to the
-// bundled target, and the logits it computes for a context and a drafted path.
+// The recipe's reference (resources/models/recipe/export_drafters.py --refs, tests/data/drafters/
+// README.md): a random-weight head bound to the bundled target, and per case the logits of row
+// n−2 after `ids`, then after each of `mtp_extra_tokens` appended as a recursive row.
 TEST_CASE("mtp drafter: logits match the recipe's reference vectors", "[model][mtp]") {
-  const std::string dir = test_data("drafters");
-  const std::string gguf = dir + "/mtp-ref.gguf", json = dir + "/mtp-ref.json";
-  if (!std::filesystem::exists(gguf) || !std::filesystem::exists(json)) {
-    WARN("SKIPPED: " << gguf << " / " << json << " are not in the repository yet (the recipe writes them)");
-  } else {
-    std::ifstream in(json);
-    const nlohmann::json ref = nlohmann::json::parse(in);
-    const double tol = ref.value("tolerance", 1e-3);
-    LlamaModel::Options o;
-    o.n_ctx = 512;
-    auto target = LlamaModel::load(target_model(), o);
-    auto model = MtpModel::load(gguf, *target);
+  const std::string gguf = require_test_data("drafters/mtp-ref.gguf");
+  std::ifstream in(require_test_data("drafters/ref.json"));
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  const double tol = ref.at("tolerance").get<double>();
+  LlamaModel::Options o;
+  o.n_ctx = 256;
+  auto target = LlamaModel::load(target_model(), o);
+  auto model = MtpModel::load(gguf, *target);  // also checks specchat.target.sha256
+  REQUIRE(!ref.at("cases").empty());
+  for (const auto& c : ref.at("cases")) {
+    const auto ids = c.at("ids").get<std::vector<int32_t>>();
+    const auto extra = c.at("mtp_extra_tokens").get<std::vector<int32_t>>();
+    const auto& want = c.at("mtp_logits");
+    REQUIRE(want.size() == extra.size() + 1);
     MtpDrafter dr(model, *target, 0);
-    const auto ids = ref.at("ids").get<std::vector<int32_t>>();
     observe_context(dr, *target, ids);
-    const auto path = ref.value("path", std::vector<int32_t>{});
-    const auto& want = ref.at("logits");  // [path.size() + 1][n_vocab]: after ids, then after each drafted token
-    REQUIRE(want.size() == path.size() + 1);
-    for (size_t j = 0; j <= path.size(); ++j) {
+    for (size_t j = 0; j <= extra.size(); ++j) {
       const auto w = want.at(j).get<std::vector<float>>();
-      const std::vector<float> got = dr.logits_after(ids, std::span<const int32_t>(path).first(j));
-      INFO("after " << j << " drafted tokens");
-      CHECK(max_diff(got, w) <= tol);
+      const std::vector<float> got = dr.logits_after(ids, std::span<const int32_t>(extra).first(j));
+      const double diff = max_diff(got, w);
+      INFO("case of " << ids.size() << " ids, depth " << j + 1 << ": max |diff| " << diff);
+      CHECK(diff <= tol);
     }
   }
 }
