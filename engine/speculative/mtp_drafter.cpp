@@ -172,11 +172,15 @@ DraftTree MtpDrafter::propose(std::span<const int32_t> ctx, const TreeBudget& bu
   cut_to(ctx);
   if (!holds(ctx) || max_nodes <= 0 || budget.node_budget <= 0) return {};
   max_nodes = std::min(max_nodes, budget.node_budget);
-  if (budget.mode == TreeMode::chain) {
-    RngChoices draws(rng);
-    return propose_chain(ctx, max_nodes, params, draws);
+  switch (budget.mode) {
+    case TreeMode::chain: {
+      RngChoices draws(rng);
+      return propose_chain(ctx, max_nodes, params, draws);
+    }
+    case TreeMode::dynamic: return propose_dynamic(ctx, budget, max_nodes);
+    case TreeMode::optimal: return propose_static(ctx, budget, max_nodes);
   }
-  return propose_dynamic(ctx, budget, max_nodes);
+  return {};
 }
 
 DraftTree MtpDrafter::propose_chain(std::span<const int32_t> ctx, int k, const SamplingParams& params,
@@ -266,6 +270,61 @@ DraftTree MtpDrafter::propose_dynamic(std::span<const int32_t> ctx, const TreeBu
     level = std::move(next);
   }
   return keep_best(all, max_nodes);
+}
+
+DraftTree MtpDrafter::propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes) {
+  const int n = static_cast<int>(ctx.size());
+  const int n_shape = std::min<int>(max_nodes, static_cast<int>(std::min(b.shape_parent.size(), b.shape_rank.size())));
+  if (n_shape <= 0) return {};
+  const size_t nv = static_cast<size_t>(model_->config().n_vocab);
+  DropTemporaries drop{state_, state_.n};
+  node_slot_.clear();
+  // Shape node i: depth from its parent (parents first, as SequoiaPlanner builds shapes).
+  std::vector<int32_t> depth(static_cast<size_t>(n_shape), 1), made(static_cast<size_t>(n_shape), -1);
+  int max_rank = 0, max_depth = 1;
+  for (int i = 0; i < n_shape; ++i) {
+    const int32_t sp = b.shape_parent[static_cast<size_t>(i)];
+    if (sp >= i) throw std::invalid_argument("MtpDrafter: a tree shape lists a child before its parent");
+    if (sp >= 0) depth[static_cast<size_t>(i)] = depth[static_cast<size_t>(sp)] + 1;
+    max_rank = std::max(max_rank, b.shape_rank[static_cast<size_t>(i)] + 1);
+    max_depth = std::max(max_depth, depth[static_cast<size_t>(i)]);
+  }
+  DraftTree t;
+  // Ranked candidates per tree slot (0 = root, v + 1 = node v): the parent's top max_rank.
+  std::vector<std::vector<std::pair<double, int32_t>>> ranked(1);
+  ranked[0] = top_k_logprobs(head_logits(row_output(n - 2).data(), 1), max_rank);
+  for (int dd = 1; dd <= max_depth; ++dd) {
+    if (dd > 1) {
+      // Feed the nodes of depth dd − 1 that have children in the shape, in one batch.
+      std::vector<int32_t> parents;
+      for (int i = 0; i < n_shape; ++i) {
+        const int32_t sp = b.shape_parent[static_cast<size_t>(i)];
+        if (depth[static_cast<size_t>(i)] != dd || sp < 0 || made[static_cast<size_t>(sp)] < 0) continue;
+        if (std::find(parents.begin(), parents.end(), made[static_cast<size_t>(sp)]) == parents.end()) {
+          parents.push_back(made[static_cast<size_t>(sp)]);
+        }
+      }
+      if (parents.empty()) break;
+      ranked.resize(t.nodes.size() + 1);
+      const std::span<const float> logits = feed_nodes(t, parents, n);
+      for (size_t r = 0; r < parents.size(); ++r) {
+        ranked[static_cast<size_t>(parents[r]) + 1] = top_k_logprobs(logits.subspan(r * nv, nv), max_rank);
+      }
+    }
+    for (int i = 0; i < n_shape; ++i) {
+      if (depth[static_cast<size_t>(i)] != dd) continue;
+      const int32_t sp = b.shape_parent[static_cast<size_t>(i)];
+      const int32_t parent = sp < 0 ? -1 : made[static_cast<size_t>(sp)];
+      if (sp >= 0 && parent < 0) continue;  // its parent was cut
+      const auto& cand = ranked[static_cast<size_t>(parent + 1)];
+      const int rank = b.shape_rank[static_cast<size_t>(i)];
+      if (rank < 0 || rank >= static_cast<int>(cand.size())) continue;
+      const double base = parent < 0 ? 0.0 : t.nodes[static_cast<size_t>(parent)].logp;
+      made[static_cast<size_t>(i)] =
+          t.add(cand[static_cast<size_t>(rank)].second, parent, base + cand[static_cast<size_t>(rank)].first);
+    }
+  }
+  return t;
 }
 
 std::vector<float> MtpDrafter::tree_logits(std::span<const int32_t> ctx, const DraftTree& tree) {

@@ -52,7 +52,9 @@ class MtpDrafter : public Drafter {
   // softmax of the raw logits) get their temporary rows in one batch and top-`branch` children
   // each; the best max_nodes nodes are kept. Children are deterministic (q one-hot in
   // acceptance), so the rule stays lossless at any temperature.
-  // optimal (a static Sequoia shape): drafted as dynamic with the same node budget and depth.
+  // optimal (a static Sequoia shape, TreeBudget::shape_parent/shape_rank): node i takes the
+  // rank-th most likely token of its parent's row (the same ranking), nodes past max_nodes and
+  // those whose parent was cut are skipped; deterministic children.
   // Empty tree when the drafter does not hold exactly n − 1 rows of ctx (nothing observed yet).
   // GenerationError("non_finite_draft_logits") when the head produces NaN/inf logits.
   DraftTree propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
@@ -85,6 +87,7 @@ class MtpDrafter : public Drafter {
   // Logits of `n` rows of g into logits_ (checked finite); returns row r's view.
   std::span<const float> head_logits(const float* g, int n);
   DraftTree propose_dynamic(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes);
+  DraftTree propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes);
   // Feeds the temporary rows of `nodes` of t (each node's parent fed already, or a root child)
   // in one tree-masked batch; records their slots/g in node_slot_/node_g_ and returns their
   // logits [nodes.size(), n_vocab]. n: committed context length.

@@ -268,6 +268,35 @@ TEST_CASE("mtp drafter: dynamic trees; a node's temporary row equals its path ap
   }
 }
 
+TEST_CASE("mtp drafter: static (Sequoia) shapes take the rank-th token of the parent's row", "[unit][mtp]") {
+  Setup s;
+  LlamaModel& target = *s.t.model;
+  MtpDrafter dr(s.model, target, 0);
+  observe_context(dr, target, kCtx);
+  TreeBudget b;
+  b.mode = TreeMode::optimal;
+  b.node_budget = 16;
+  // Level order (as SequoiaPlanner lists shapes), so tree node i is shape node i.
+  b.shape_parent = {-1, -1, 0, 0, 1, 2};
+  b.shape_rank = {0, 1, 0, 1, 2, 0};
+  Rng rng(2);
+  const DraftTree t = dr.propose(kCtx, b, 16, SamplingParams{}, rng);
+  REQUIRE(t.size() == 6);
+  t.validate();
+  CHECK(dr.n_observed() == static_cast<int>(kCtx.size()) - 1);
+  for (int32_t v = 0; v < t.size(); ++v) {
+    const DraftNode& nd = t.nodes[static_cast<size_t>(v)];
+    CHECK(nd.parent == b.shape_parent[static_cast<size_t>(v)]);
+    const std::vector<float> l = dr.logits_after(kCtx, nd.parent < 0 ? std::vector<int32_t>{} : path_to(t, nd.parent));
+    std::vector<int32_t> order(l.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t c) { return l[static_cast<size_t>(a)] > l[static_cast<size_t>(c)]; });
+    CHECK(nd.token == order[static_cast<size_t>(b.shape_rank[static_cast<size_t>(v)])]);
+  }
+  // max_nodes cuts the shape.
+  CHECK(dr.propose(kCtx, b, 3, SamplingParams{}, rng).size() == 3);
+}
+
 TEST_CASE("mtp drafter: acceptance over its sampled chains is exact at T > 0 (enumeration)", "[unit][mtp]") {
   Setup s;
   LlamaModel& target = *s.t.model;
