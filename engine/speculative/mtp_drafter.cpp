@@ -189,7 +189,10 @@ DraftTree MtpDrafter::propose_chain(std::span<const int32_t> ctx, int k, const S
   const int n = static_cast<int>(ctx.size());
   const size_t d = static_cast<size_t>(model_->config().d_model);
   DropTemporaries drop{state_, state_.n};
-  std::vector<float> gcur(row_output(n - 2).begin(), row_output(n - 2).end()), gnext(d);
+  std::vector<float>& gcur = gcur_;
+  std::vector<float>& gnext = gnext_;
+  gcur.assign(row_output(n - 2).begin(), row_output(n - 2).end());
+  gnext.resize(d);
   std::span<const float> logits = head_logits(gcur.data(), 1);
   std::vector<int32_t> toks;
   std::vector<Distribution> qs;
@@ -217,7 +220,10 @@ std::span<const float> MtpDrafter::feed_nodes(const DraftTree& t, std::span<cons
   if (node_g_.size() < t.nodes.size() * d) node_g_.resize(t.nodes.size() * d);
   h_.resize(L * d);
   gout_.resize(L * d);
-  std::vector<int32_t> toks(L), pos(L);
+  std::vector<int32_t>& toks = feed_toks_;
+  std::vector<int32_t>& pos = feed_pos_;
+  toks.resize(L);
+  pos.resize(L);
   const int kv_pos0 = state_.n, n_masked = kv_pos0 + static_cast<int>(L) - base;
   mask_.assign(L * static_cast<size_t>(n_masked), 0);
   for (size_t r = 0; r < L; ++r) {
@@ -356,7 +362,10 @@ std::vector<float> MtpDrafter::logits_after(std::span<const int32_t> ctx, std::s
   const int n = static_cast<int>(ctx.size());
   const size_t d = static_cast<size_t>(model_->config().d_model);
   DropTemporaries drop{state_, state_.n};
-  std::vector<float> gcur(row_output(n - 2).begin(), row_output(n - 2).end()), gnext(d);
+  std::vector<float>& gcur = gcur_;
+  std::vector<float>& gnext = gnext_;
+  gcur.assign(row_output(n - 2).begin(), row_output(n - 2).end());
+  gnext.resize(d);
   for (size_t i = 0; i < path.size(); ++i) {
     const int32_t pos[1] = {n - 1 + static_cast<int>(i)};
     model_->forward(path.subspan(i, 1), gcur.data(), pos, 0, nullptr, state_, gnext.data());

@@ -104,6 +104,8 @@ class MtpDrafter : public Drafter {
   std::vector<int32_t> node_slot_;
   std::vector<float> node_g_;
   std::vector<float> h_, gout_;   // feed_nodes' scratch
+  std::vector<int32_t> feed_toks_, feed_pos_;
+  std::vector<float> gcur_, gnext_;  // chains: g of the current / next row [d_model]
   std::vector<uint8_t> mask_;
 };
 
