@@ -1,0 +1,81 @@
+// BlockDrafter: the DFlash block drafter (engine/drafters/dflash_model.h) as a Drafter. One
+// forward gives the marginals q_1 … q_{B−1} of the next B − 1 tokens; chains and trees are
+// built from them (docs/design/target-feature-drafters.md, "Trees from a block's marginals").
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/drafters/dflash_model.h"
+#include "engine/speculative/acceptance.h"
+#include "engine/speculative/drafter.h"
+
+namespace specchat {
+
+// Builds the draft tree from a block's per-depth distributions (pure: the exactness tests drive
+// it with synthetic marginals and enumerated choices).
+//
+// q: [n_depth] q[j] = the distribution of the token at depth j + 1, ids in descending
+// probability (process_logits' order). max_nodes: room left (≤ 0 → empty tree).
+//   budget.mode == chain: k = min(node_budget, max_nodes, n_depth) tokens; `sample` draws each
+//     from q[j] through `choices` (children ChildSampling::with_replacement, child_q = q[j]);
+//     otherwise takes q[j].ids[0] (the argmax; deterministic).
+//   dynamic / optimal (both "a tree from marginals"): the first max(1, branch) ids of each
+//     q[j] are the candidates of every node at depth j (a node at depth d gets children from
+//     q[d], whatever its own token); nodes are added best-first by cumulative log q under
+//     min(node_budget, max_nodes) nodes and depth ≤ min(budget.depth, n_depth); children
+//     ChildSampling::deterministic. `sample` and `choices` are unused.
+// Node logp = Σ log q along the path. Parents precede children; siblings in descending q.
+DraftTree tree_from_marginals(std::span<const Distribution> q, const TreeBudget& budget, int max_nodes, bool sample,
+                              Choices& choices);
+
+// One per sequence (KV slot): it owns that sequence's context rows (DFlashState). The model is
+// shared by all of them (immutable; its forwards use its thread pool, so one thread at a time
+// drives the drafters of one model, as the engine thread does).
+//
+// Context rows (the invariant of the design page): after observe() the drafter holds a row for
+// each committed token except the last; it remembers each row's token so sync() / propose() /
+// finished() can keep exactly the rows of the prefix shared with a new context.
+//
+// propose(ctx): anchor = ctx.back() at position n − 1, rows cut to the prefix shared with ctx
+// (at most n − 1); no rows or no room → empty tree. If fewer than n − 1 rows are held (the
+// engine has not observed every token yet) it still drafts from the rows it has: quality
+// drops, the verification stays lossless. Marginals are processed with the request's
+// SamplingParams (as ModelDrafter); greedy trees rank candidates by the drafter's plain
+// softmax (T = 1: the processed greedy q is one-hot and would make every tree a chain — any
+// fixed ranking keeps deterministic children lossless, as for ModelDrafter's trees).
+// Throws GenerationError("non_finite_draft_logits") when the block's logits are NaN/inf.
+class BlockDrafter : public Drafter {
+ public:
+  // model: loaded and bound to the target by DFlashModel::load (the target whose forwards feed
+  // observe()). Allocates the sequence's state.
+  explicit BlockDrafter(std::shared_ptr<const DFlashModel> model);
+
+  void sync(std::span<const int32_t> ctx) override;
+  DraftTree propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
+                    const SamplingParams& params, Rng& rng) override;
+  // Keeps the rows of the longest prefix shared with the final context.
+  void finished(std::span<const int32_t> ctx) override;
+  void clear() override;
+  std::vector<int32_t> target_taps() const override;
+  int n_observed() const override { return state_.n_rows(); }
+  // Appends rows for ctx[pos0, pos0 + h.n_rows); tokens = ctx[pos0, pos0 + h.n_rows + 1).
+  // std::invalid_argument on a gap (pos0 != n_observed()), tokens.size() != h.n_rows + 1, a
+  // missing tap or a width mismatch (DFlashModel::append_context).
+  void observe(int pos0, std::span<const int32_t> tokens, const HiddenRows& h) override;
+
+  const DFlashModel& model() const { return *m_; }
+
+ private:
+  // Cuts rows to the prefix shared with ctx, at most `limit`.
+  void keep_common(std::span<const int32_t> ctx, size_t limit);
+  std::shared_ptr<const DFlashModel> m_;
+  DFlashState state_;
+  std::vector<int32_t> tokens_;  // [n_observed] the committed token of each row
+  std::vector<float> logits_;    // [B − 1, n_vocab]
+  std::vector<Distribution> q_;  // [B − 1] per-depth distributions of the last block
+  SamplerScratch scratch_;
+};
+
+}  // namespace specchat
