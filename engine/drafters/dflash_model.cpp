@@ -119,7 +119,8 @@ void DFlashModel::append_context(DFlashState& s, int pos0, const HiddenRows& h) 
   s.n_rows_ = pos0 + h.n_rows;
 }
 
-void DFlashModel::draft_block(DFlashState& s, int32_t anchor_token, int anchor_pos, std::span<float> logits) const {
+void DFlashModel::draft_block(DFlashState& s, int32_t anchor_token, int anchor_pos, std::span<float> logits,
+                              int n_out) const {
   const DFlashConfig& c = cfg_;
   const int B = c.block_size, d = c.d_model, hd = c.head_dim;
   const int nq = c.n_head * hd, nkv = c.n_head_kv * hd;
@@ -130,8 +131,10 @@ void DFlashModel::draft_block(DFlashState& s, int32_t anchor_token, int anchor_p
     throw std::invalid_argument("DFlashModel::draft_block: anchor position " + std::to_string(anchor_pos) +
                                 " not in [" + std::to_string(s.n_rows_) + ", " + std::to_string(n_pos_ - B) + "]");
   }
-  if (logits.size() < static_cast<size_t>(B - 1) * static_cast<size_t>(c.n_vocab)) {
-    throw std::invalid_argument("DFlashModel::draft_block: logits buffer smaller than [B - 1, n_vocab]");
+  if (n_out <= 0) n_out = B - 1;
+  if (n_out > B - 1) throw std::invalid_argument("DFlashModel::draft_block: more than B - 1 rows of logits asked for");
+  if (logits.size() < static_cast<size_t>(n_out) * static_cast<size_t>(c.n_vocab)) {
+    throw std::invalid_argument("DFlashModel::draft_block: logits buffer smaller than [n_out, n_vocab]");
   }
   const int n_ctx_rows = s.n_rows_;
   reserve_rows(s, n_ctx_rows + B);
@@ -185,9 +188,9 @@ void DFlashModel::draft_block(DFlashState& s, int32_t anchor_token, int anchor_p
     cpu::add_inplace(x, xb, static_cast<int64_t>(B) * d);
   }
   // 5. The drafter's output_norm (not the target's final norm), then the target's LM head, for
-  // block rows 1 … B − 1.
-  cpu::rmsnorm(x + d, output_norm_, xb, B - 1, d, c.norm_eps);
-  cpu::linear(xb, output_.data, output_.type, logits.data(), B - 1, d, c.n_vocab, pool_.get());
+  // block rows 1 … n_out.
+  cpu::rmsnorm(x + d, output_norm_, xb, n_out, d, c.norm_eps);
+  cpu::linear(xb, output_.data, output_.type, logits.data(), n_out, d, c.n_vocab, pool_.get());
 }
 
 }  // namespace specchat

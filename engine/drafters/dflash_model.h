@@ -140,12 +140,14 @@ class DFlashModel {
 
   // Runs one block: tokens [anchor_token, MASK × (B − 1)] at positions anchor_pos …
   // anchor_pos + B − 1, attending to every context row of `s` and every block row
-  // (bidirectional), and writes the logits of block rows 1 … B − 1 (the marginals of the tokens
-  // at positions anchor_pos + 1 … anchor_pos + B − 1) to logits [B − 1, n_vocab]. The state's
-  // rows are unchanged (block rows are never kept). std::invalid_argument when
-  // anchor_pos < s.n_rows(), anchor_pos + B > n_pos(), the token is out of range or logits is
-  // too small.
-  void draft_block(DFlashState& s, int32_t anchor_token, int anchor_pos, std::span<float> logits) const;
+  // (bidirectional), and writes the logits of block rows 1 … n_out (the marginals of the tokens
+  // at positions anchor_pos + 1 … anchor_pos + n_out) to logits [n_out, n_vocab];
+  // n_out ≤ 0 means B − 1 (all). Fewer rows save LM-head work (the largest part for big
+  // vocabularies) when the tree cannot reach every depth; the rows computed do not depend on
+  // n_out (up to f32 summation order for an f32 LM head). The state's rows are unchanged (block rows are never kept). std::invalid_argument
+  // when anchor_pos < s.n_rows(), anchor_pos + B > n_pos(), the token is out of range, n_out >
+  // B − 1 or logits is too small.
+  void draft_block(DFlashState& s, int32_t anchor_token, int anchor_pos, std::span<float> logits, int n_out = 0) const;
 
  private:
   DFlashModel() = default;

@@ -138,11 +138,11 @@ DraftTree BlockDrafter::propose(std::span<const int32_t> ctx, const TreeBudget& 
   keep_common(ctx, ctx.size() - 1);
   const int B = m_->block_size();
   if (n_observed() == 0 || max_nodes <= 0 || budget.node_budget <= 0 || n - 1 + B > m_->n_pos()) return {};
-  m_->draft_block(state_, ctx[static_cast<size_t>(n - 1)], n - 1, logits_);
-  // Only the depths this tree can reach are processed.
+  // Only the depths this tree can reach get logits.
   const int n_depth = budget.mode == TreeMode::chain
                           ? std::min({budget.node_budget, max_nodes, B - 1})
-                          : std::min(std::max(1, budget.depth), B - 1);
+                          : std::min({std::max(1, budget.depth), budget.node_budget, max_nodes, B - 1});
+  m_->draft_block(state_, ctx[static_cast<size_t>(n - 1)], n - 1, logits_, n_depth);
   const size_t nv = static_cast<size_t>(m_->config().n_vocab);
   for (float v : std::span<const float>(logits_).first(static_cast<size_t>(n_depth) * nv)) {
     if (!std::isfinite(v)) {

@@ -213,7 +213,14 @@ TEST_CASE("dflash: forward argument errors", "[unit][drafters]") {
   CHECK_THROWS_AS(m->draft_block(st, 5, m->n_pos() - 4, logits), std::invalid_argument);  // block past n_pos
   std::vector<float> small(10);
   CHECK_THROWS_AS(m->draft_block(st, 5, 4, small), std::invalid_argument);
+  CHECK_THROWS_AS(m->draft_block(st, 5, 4, logits, 5), std::invalid_argument);  // B − 1 = 4 rows at most
   CHECK_NOTHROW(m->draft_block(st, 5, 4, logits));
+  // Fewer rows: the same first rows.
+  std::vector<float> two(static_cast<size_t>(2) * 4096);
+  m->draft_block(st, 5, 4, two, 2);
+  double diff = 0;
+  for (size_t i = 0; i < two.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(two[i] - logits[i])));
+  CHECK(diff <= 1e-5);
 }
 
 // The recipe's PyTorch forward on the bundled target (resources/models/recipe/export_drafters.py
