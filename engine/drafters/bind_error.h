@@ -18,6 +18,10 @@ enum class DrafterBindErrorKind {
   target_mismatch,     // specchat.target.architecture names another architecture
   sha256_mismatch,     // specchat.target.sha256 differs from the target file's, or it cannot be hashed
   target_unreadable,   // the target has no GGUF file to read its embedding / LM head from
+  missing_key,         // a required hyper-parameter key (named) is absent
+  bad_value,           // a key holds a value no consistent model has (a zero size, block_size < 2, …)
+  wrong_shape,         // a drafter tensor's shape differs from what its own keys imply (both shapes named)
+  bad_tap,             // a target layer the drafter reads is outside the target's layers
 };
 
 // Stable name of a kind ("missing_tensor", ...).
@@ -31,6 +35,10 @@ inline const char* drafter_bind_error_kind_name(DrafterBindErrorKind k) {
     case DrafterBindErrorKind::target_mismatch: return "target_mismatch";
     case DrafterBindErrorKind::sha256_mismatch: return "sha256_mismatch";
     case DrafterBindErrorKind::target_unreadable: return "target_unreadable";
+    case DrafterBindErrorKind::missing_key: return "missing_key";
+    case DrafterBindErrorKind::bad_value: return "bad_value";
+    case DrafterBindErrorKind::wrong_shape: return "wrong_shape";
+    case DrafterBindErrorKind::bad_tap: return "bad_tap";
   }
   return "unknown";
 }

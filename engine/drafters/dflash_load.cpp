@@ -13,23 +13,6 @@
 
 namespace specchat {
 
-const char* drafter_bind_error_kind_name(DrafterBindErrorKind k) {
-  switch (k) {
-    case DrafterBindErrorKind::wrong_architecture: return "wrong_architecture";
-    case DrafterBindErrorKind::missing_key: return "missing_key";
-    case DrafterBindErrorKind::bad_value: return "bad_value";
-    case DrafterBindErrorKind::missing_tensor: return "missing_tensor";
-    case DrafterBindErrorKind::wrong_shape: return "wrong_shape";
-    case DrafterBindErrorKind::bad_tap: return "bad_tap";
-    case DrafterBindErrorKind::wrong_width: return "wrong_width";
-    case DrafterBindErrorKind::vocab_mismatch: return "vocab_mismatch";
-    case DrafterBindErrorKind::target_mismatch: return "target_mismatch";
-    case DrafterBindErrorKind::sha256_mismatch: return "sha256_mismatch";
-    case DrafterBindErrorKind::unsupported: return "unsupported";
-  }
-  return "unknown";
-}
-
 namespace {
 
 using Kind = DrafterBindErrorKind;
@@ -188,7 +171,7 @@ std::shared_ptr<const DFlashModel> DFlashModel::load(const std::string& path, co
     throw DrafterBindError(Kind::bad_value, e.what());
   }
   if (!std::filesystem::is_regular_file(target.path())) {
-    bind_fail(path, Kind::target_mismatch, "the target (" + target.path() + ") has no file to read its embedding and LM head from");
+    bind_fail(path, Kind::target_unreadable, "the target (" + target.path() + ") has no file to read its embedding and LM head from");
   }
 
   // --- Tensors -------------------------------------------------------------------------------

@@ -23,6 +23,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu_backend.h"
+#include "engine/drafters/bind_error.h"
 #include "engine/gguf.h"
 #include "engine/speculative/drafter.h"
 #include "kernels/cpu/ops.h"
@@ -31,36 +32,6 @@
 namespace specchat {
 
 class LlamaModel;
-
-// Why a drafter file was refused when binding it to a target. Stable names
-// (drafter_bind_error_kind_name) for --json errors and tests.
-enum class DrafterBindErrorKind {
-  wrong_architecture,  // general.architecture is not "dflash"
-  missing_key,         // a required dflash.* key or tokenizer.ggml.mask_token_id is absent
-  bad_value,           // a key holds a value no consistent model has (sizes, block_size < 2, …)
-  missing_tensor,      // a required tensor is absent (named)
-  wrong_shape,         // a tensor's shape differs from what the keys imply (named, both shapes)
-  bad_tap,             // a dflash.target_layers entry outside [1, target n_layer]
-  wrong_width,         // embedding_length ≠ the target's d_model, or fc.weight's width ≠ m·d
-  vocab_mismatch,      // token_embd/output shape, specchat.target.n_vocab or the MASK id ≠ target's vocabulary
-  target_mismatch,     // specchat.target.architecture ≠ the target's architecture, or the target has no file
-  sha256_mismatch,     // specchat.target.sha256 ≠ the target file's SHA-256
-  unsupported,         // attention biases, a sliding window, an unknown key or tensor (named)
-};
-
-const char* drafter_bind_error_kind_name(DrafterBindErrorKind k);
-
-// Thrown by DFlashModel::load (and the MTP loader). what() names the drafter file and the cause.
-// A ModelError, so callers that catch model-load failures catch it too. Malformed GGUF files
-// still throw GgufError.
-class DrafterBindError : public ModelError {
- public:
-  DrafterBindError(DrafterBindErrorKind kind, const std::string& message) : ModelError(message), kind_(kind) {}
-  DrafterBindErrorKind kind() const { return kind_; }
-
- private:
-  DrafterBindErrorKind kind_;
-};
 
 // Hyper-parameters of a DFlash drafter (GGUF dflash.* keys), bound to its target.
 struct DFlashConfig {
@@ -114,9 +85,14 @@ class DFlashModel {
  public:
   // Loads the drafter at `path` and binds it to `target` (a model loaded from a file: its
   // token_embd and output are read from that file; a LlamaModel::random target is refused with
-  // target_mismatch). Checks, in this order: architecture, keys, sizes against the target
-  // (width, taps, vocabulary, binding keys, SHA-256), tensor names (biases / unknown tensors
-  // refused), tensor shapes. Throws DrafterBindError (kinds above), GgufError (malformed file).
+  // target_unreadable). Checks, in this order: architecture and keys (wrong_architecture,
+  // missing_key, bad_value, unsupported: sliding window, unknown dflash.* keys), sizes against
+  // the target (wrong_width: embedding_length; bad_tap; vocab_mismatch: MASK id, vocab keys;
+  // target_mismatch: specchat.target.architecture), tensor names (unsupported: attention
+  // biases, unknown tensors), tensor shapes (missing_tensor; wrong_width: fc.weight's input ≠
+  // taps × d_model; wrong_shape; vocab_mismatch: token_embd / output ≠ [n_vocab, d_model]),
+  // then the SHA-256 (sha256_mismatch). Throws DrafterBindError (engine/drafters/bind_error.h),
+  // GgufError (malformed file).
   static std::shared_ptr<const DFlashModel> load(const std::string& path, const LlamaModel& target,
                                                   const DFlashOptions& opt = {});
   ~DFlashModel();
