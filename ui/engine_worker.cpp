@@ -94,6 +94,22 @@ bool EngineWorker::ensureLoaded(QString* error) {
   try {
     auto pair = std::make_unique<ModelPair>(ModelPair::load(options_));
     generator_ = std::make_unique<Generator>(*pair->target, pair->draft.get());
+    // The block drafter and MTP head are optional: offered when a file beside the target binds
+    // to it; one that does not is a warning, never a failed load.
+    features_ = FeatureDrafters{};
+    for (const bool block : {true, false}) {
+      FeatureDrafterRequest req;
+      req.block = block;
+      req.mtp = !block;
+      req.optional = true;
+      try {
+        const FeatureDrafters got = install_feature_drafters(generator_->engine(), req);
+        if (block) features_.block_size = got.block_size, features_.block_path = got.block_path;
+        else features_.mtp = got.mtp, features_.mtp_path = got.mtp_path;
+      } catch (const std::exception& e) {
+        pair->warnings.push_back(std::string(block ? "block drafter" : "MTP head") + " not used: " + e.what());
+      }
+    }
     pair_ = std::move(pair);
   } catch (...) {
     generator_.reset();
@@ -140,7 +156,7 @@ void EngineWorker::generate(const GenerateJob& job) {
     req.prompt = fit.prompt;
     req.max_tokens = job.settings.max_tokens;
     req.sampling = job.settings.sampling;
-    const SpecSetup setup = plan_spec(job.settings, *pair_);
+    const SpecSetup setup = plan_spec(job.settings, *pair_, features_);
     out.speculative = setup.speculative;
     req.spec = setup.spec;
     const quint64 id = job.id;

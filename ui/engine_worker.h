@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 
+#include "engine/drafters/install.h"
 #include "engine/model_pair.h"
 #include "ui/engine_types.h"
 
@@ -102,6 +103,7 @@ class EngineWorker : public QObject {
   std::atomic<int> draft_backend_{static_cast<int>(BackendKind::cpu)};
   std::unique_ptr<ModelPair> pair_;   // heap: the generator keeps references into it
   std::unique_ptr<Generator> generator_;
+  FeatureDrafters features_;  // the block drafter / MTP head found beside the target (optional)
   std::atomic<bool> loaded_{false};
 
   // Cancellation bookkeeping, shared with the GUI thread. The mutex guards the ids only (never

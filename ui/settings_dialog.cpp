@@ -74,8 +74,14 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   drafter_->addItem(tr("Draft model"), QStringLiteral("model"));
   drafter_->addItem(tr("N-gram (prompt lookup)"), QStringLiteral("ngram"));
   drafter_->addItem(tr("None (baseline)"), QStringLiteral("none"));
+  drafter_->addItem(tr("Block drafter (DFlash)"), QStringLiteral("block"));
+  drafter_->addItem(tr("MTP head"), QStringLiteral("mtp"));
   const GenerationSettings& g = current.generation;
-  drafter_->setCurrentIndex(g.draft_k <= 0 ? 2 : g.drafter == DrafterKind::ngram ? 1 : 0);
+  drafter_->setCurrentIndex(g.draft_k <= 0                      ? 2
+                            : g.drafter == DrafterKind::ngram ? 1
+                            : g.drafter == DrafterKind::block ? 3
+                            : g.drafter == DrafterKind::mtp   ? 4
+                                                              : 0);
   tree_mode_->setObjectName(QStringLiteral("treeModeCombo"));
   tree_mode_->addItem(tr("Chain"), QStringLiteral("chain"));
   tree_mode_->addItem(tr("Dynamic tree (EAGLE-2)"), QStringLiteral("dynamic"));
@@ -200,7 +206,10 @@ AppSettings SettingsDialog::settings() const {
   s.draft_path = draft_->text().trimmed();
   GenerationSettings& g = s.generation;
   const QString drafter = drafter_->currentData().toString();
-  g.drafter = drafter == QLatin1String("ngram") ? DrafterKind::ngram : DrafterKind::model;
+  g.drafter = drafter == QLatin1String("ngram")   ? DrafterKind::ngram
+              : drafter == QLatin1String("block") ? DrafterKind::block
+              : drafter == QLatin1String("mtp")   ? DrafterKind::mtp
+                                                  : DrafterKind::model;
   g.draft_k = drafter == QLatin1String("none") ? 0 : draft_k_->value();
   const QString mode = tree_mode_->currentData().toString();
   g.auto_tree = mode == QLatin1String("auto");

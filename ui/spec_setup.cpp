@@ -4,8 +4,10 @@
 
 namespace specchat::ui {
 
-SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair) {
-  const TreePlan plan = RequestPlanner(pair).plan_tree(to_spec_settings(s));
+SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair, const FeatureDrafters& fd) {
+  RequestPlanner planner(pair);
+  planner.set_feature_drafters(fd.block_size, fd.mtp);
+  const TreePlan plan = planner.plan_tree(to_spec_settings(s));
   SpecSetup out;
   out.spec = plan.spec;
   out.speculative = plan.speculative();
@@ -15,7 +17,12 @@ SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair) {
     out.tree_mode = QStringLiteral("none");
     return out;
   }
-  out.drafter = plan.settings.drafter == DrafterChoice::ngram ? QStringLiteral("n-gram") : QStringLiteral("draft model");
+  switch (plan.settings.drafter) {
+    case DrafterChoice::ngram: out.drafter = QStringLiteral("n-gram"); break;
+    case DrafterChoice::block: out.drafter = QStringLiteral("block drafter"); break;
+    case DrafterChoice::mtp: out.drafter = QStringLiteral("MTP head"); break;
+    default: out.drafter = QStringLiteral("draft model"); break;
+  }
   const TreeBudget eff = plan.spec.effective_budget();
   out.tree_mode = QString::fromUtf8(tree_mode_name(eff.mode));
   out.node_budget = eff.node_budget;

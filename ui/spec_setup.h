@@ -7,6 +7,7 @@
 #include <QString>
 #include <QStringList>
 
+#include "engine/drafters/install.h"
 #include "engine/generator.h"
 #include "engine/model_pair.h"
 #include "ui/engine_types.h"
@@ -26,7 +27,8 @@ struct SpecSetup {
 // Plans the speculative side of a request on `pair` with RequestPlanner::plan_tree (see there for
 // the rules: baseline without a draft model, budgets clamped to one target forward, optimal trees
 // from the calibration or the prior acceptance vector, n-gram trees dynamic). Never throws for
-// user settings (the app has no automatic trees, the one case that can).
-SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair);
+// user settings (the app has no automatic trees, the one case that can). `fd`: the block drafter
+// and MTP head the engine has (a request for one it lacks plans plain decoding, with a warning).
+SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair, const FeatureDrafters& fd = {});
 
 }  // namespace specchat::ui

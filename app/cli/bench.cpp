@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/calibrate.h"
+#include "engine/drafters/install.h"
 #include "engine/model_pair.h"
+#include "engine/runtime/engine.h"
 
 namespace specchat::cli {
 
@@ -117,6 +119,28 @@ int cmd_bench(BenchOptions& o) {
   for (int b : o.budgets) cfgs.push_back(make("dynamic", b, "dynamic", std::min(b, 6), b >= 16 ? 4 : 2, "model"));
   for (int b : o.budgets) cfgs.push_back(make("optimal", b, "optimal", std::min(b, 8), 1, "model"));
   for (int b : {8, 16}) cfgs.push_back(make("ngram", b, b == 8 ? "chain" : "dynamic", 8, 3, "ngram"));
+  // The drafters that read the target's hidden states, when files beside the target bind to it
+  // (or --block-drafter / --mtp name them): block chains of B − 1 tokens (B = 8, 16), block trees
+  // from the marginals, MTP chains k = 1..4 and a small MTP tree.
+  Generator g(*pair.target, pair.draft.get());
+  FeatureDrafterRequest freq;
+  freq.block = freq.mtp = true;
+  freq.optional = c.block_drafter.empty() && c.mtp.empty();
+  freq.block_path = c.block_drafter;
+  freq.mtp_path = c.mtp;
+  freq.n_threads = c.threads;
+  const FeatureDrafters fd = install_feature_drafters(g.engine(), freq);
+  if (fd.block_size > 0) {
+    for (int bs : {8, 16}) {
+      if (bs > fd.block_size) continue;
+      cfgs.push_back(make("block B=" + std::to_string(bs), bs - 1, "chain", bs - 1, 1, "block"));
+      cfgs.push_back(make("block tree B=" + std::to_string(bs), bs == 8 ? 16 : 32, "dynamic", bs - 1, 3, "block"));
+    }
+  }
+  if (fd.mtp) {
+    for (int k = 1; k <= 4; ++k) cfgs.push_back(make("mtp", k, "chain", k, 1, "mtp"));
+    cfgs.push_back(make("mtp tree", 12, "dynamic", 4, 3, "mtp"));
+  }
 
   // Prompts that repeat their context (the n-gram drafter's case): a story opening twice and
   // then its first half again, so the continuation can copy from the context.
@@ -138,7 +162,6 @@ int cmd_bench(BenchOptions& o) {
       const auto& [kind, text] = ps[pi];
       const std::vector<int32_t> ids = kind == "chat" ? pair.encode_chat({{"user", text}}) : pair.encode_prompt(text);
       if (static_cast<int>(ids.size()) + c.n + 64 >= pair.target->n_ctx()) continue;  // leave room to draft
-      Generator g(*pair.target, pair.draft.get());
       std::vector<int32_t> base_tokens;
       for (size_t ci = 0; ci < cs.size(); ++ci) {
         GenerateRequest req = cs[ci].req;

@@ -1,29 +1,19 @@
 // The CLI's drafters that read the target's hidden states (docs/design/target-feature-drafters.md):
 // the DFlash block drafter (--drafter block, --block-drafter FILE) and the MTP head (--drafter
-// mtp, --mtp FILE). Engine::set_drafter_factory runs them; this file is the one place the CLI
-// loads their files and installs them.
+// mtp, --mtp FILE), installed through engine/drafters/install.h.
 #pragma once
 
 #include "app/cli/options.h"
-
-namespace specchat {
-class Engine;
-}
+#include "engine/drafters/install.h"
 
 namespace specchat::cli {
 
-// What install_feature_drafters installed, for RequestPlanner::set_feature_drafters.
-struct FeatureDrafters {
-  int block_size = 0;  // the block drafter's B (anchor + B − 1 drafted tokens); 0 = none installed
-  bool mtp = false;    // an MTP head is installed
-};
+using specchat::FeatureDrafters;
 
-// Loads the files of --block-drafter / --mtp and installs one drafter per KV slot of `engine`
-// (Engine::set_drafter_factory) for the drafter the options ask for. Nothing happens (and
-// nothing is returned installed) when neither block/mtp drafting (--drafter block|mtp with
-// --draft-k > 0) nor a --block-drafter / --mtp file is asked for.
-// Not built yet: asking for them throws std::runtime_error saying so (the concrete drafters,
-// engine/speculative/block_drafter.h and mtp_drafter.h, are wired in here).
+// Installs the drafter --drafter asks for (with --draft-k > 0) and any --block-drafter / --mtp
+// file. Without a file option the drafter is looked for beside the target
+// (find_feature_drafter); none there is an error naming the flag to pass. Throws as
+// specchat::install_feature_drafters.
 FeatureDrafters install_feature_drafters(Engine& engine, const CommonOptions& o);
 
 }  // namespace specchat::cli

@@ -23,7 +23,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 
 Scheduler::Scheduler(ModelPair& pair, int parallel, int queue, int threads, ServeMetrics& metrics)
     : pair_(pair), parallel_(parallel), queue_cap_(queue), threads_(threads), metrics_(metrics),
-      engine_(std::make_unique<Engine>(*pair.target, pair.draft.get())) {
+      engine_(make_engine()) {
   if (engine_->capacity() < parallel_) {
     throw std::invalid_argument("the models hold " + std::to_string(engine_->capacity()) + " sequences, fewer than parallel " +
                                 std::to_string(parallel_));
@@ -32,6 +32,22 @@ Scheduler::Scheduler(ModelPair& pair, int parallel, int queue, int threads, Serv
 }
 
 Scheduler::~Scheduler() { stop(); }
+
+std::unique_ptr<Engine> Scheduler::make_engine() {
+  auto e = std::make_unique<Engine>(*pair_.target, pair_.draft.get());
+  FeatureDrafterRequest req;
+  req.block = req.mtp = true;
+  req.optional = true;
+  req.n_threads = threads_;
+  try {
+    features_ = install_feature_drafters(*e, req);
+  } catch (const std::exception&) {
+    // A drafter file beside the target that does not bind: serve without feature drafters.
+    features_ = FeatureDrafters{};
+    e = std::make_unique<Engine>(*pair_.target, pair_.draft.get());
+  }
+  return e;
+}
 
 GenerationResult Scheduler::warm_up(const GenerateRequest& req) {
   const Engine::SeqId id = engine_->submit(req);
@@ -82,7 +98,9 @@ void Scheduler::fail(const std::shared_ptr<Job>& job, ApiError e, const char* /*
 
 void Scheduler::admit(const std::shared_ptr<Job>& job) {
   try {
-    const TreePlan plan = RequestPlanner(pair_, threads_).plan_tree(job->spec, job->req.prompt);
+    RequestPlanner planner(pair_, threads_);
+    planner.set_feature_drafters(features_.block_size, features_.mtp);
+    const TreePlan plan = planner.plan_tree(job->spec, job->req.prompt);
     job->req.spec = plan.spec;
     auto r = std::make_unique<Running>();
     r->job = job;
@@ -202,7 +220,7 @@ void Scheduler::loop() {
       running_.clear();
       active_count_ = 0;
       engine_.reset();
-      engine_ = std::make_unique<Engine>(*pair_.target, pair_.draft.get());
+      engine_ = make_engine();
       continue;
     }
     // Finished requests leave the gauges before their clients hear back, so a client that

@@ -20,6 +20,7 @@
 
 #include "app/serve/api_request.h"
 #include "app/serve/metrics.h"
+#include "engine/drafters/install.h"
 #include "engine/generator.h"
 #include "engine/model_pair.h"
 #include "engine/runtime/spec_settings.h"
@@ -90,7 +91,12 @@ class Scheduler {
   ModelPair& pair_;
   int parallel_, queue_cap_, threads_;
   ServeMetrics& metrics_;
-  std::unique_ptr<class Engine> engine_;
+  // The block drafter / MTP head found beside the target (optional; none = requests for them
+  // are planned as plain decoding with a warning).
+  FeatureDrafters features_;
+  std::unique_ptr<class Engine> engine_;  // after features_: make_engine() sets it
+  // A fresh engine over the pair with the feature drafters installed.
+  std::unique_ptr<class Engine> make_engine();
   DraftLengthPolicy draft_policy_;  // draft length from the batch size (draft_policy.h)
 
   mutable std::mutex qm_;

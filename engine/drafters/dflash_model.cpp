@@ -120,9 +120,13 @@ void DFlashModel::append_context(DFlashState& s, int pos0, const HiddenRows& h) 
 }
 
 void DFlashModel::draft_block(DFlashState& s, int32_t anchor_token, int anchor_pos, std::span<float> logits,
-                              int n_out) const {
+                              int n_out, int width) const {
   const DFlashConfig& c = cfg_;
-  const int B = c.block_size, d = c.d_model, hd = c.head_dim;
+  if (width != 0 && (width < 2 || width > c.block_size)) {
+    throw std::invalid_argument("DFlashModel::draft_block: block width " + std::to_string(width) + " not in [2, " +
+                                std::to_string(c.block_size) + "]");
+  }
+  const int B = width > 0 ? width : c.block_size, d = c.d_model, hd = c.head_dim;
   const int nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   if (anchor_token < 0 || anchor_token >= c.n_vocab) {
     throw std::invalid_argument("DFlashModel::draft_block: anchor token " + std::to_string(anchor_token) + " out of range");

@@ -123,7 +123,11 @@ class DFlashModel {
   // n_out (up to f32 summation order for an f32 LM head). The state's rows are unchanged (block rows are never kept). std::invalid_argument
   // when anchor_pos < s.n_rows(), anchor_pos + B > n_pos(), the token is out of range, n_out >
   // B − 1 or logits is too small.
-  void draft_block(DFlashState& s, int32_t anchor_token, int anchor_pos, std::span<float> logits, int n_out = 0) const;
+  // `width` (0 = block_size): run a narrower block of `width` rows (B above becomes width; a
+  // drafter trained on several widths, like the bundled one on 8 and 16, drafts a short block
+  // at a short block's cost); std::invalid_argument outside [2, block_size].
+  void draft_block(DFlashState& s, int32_t anchor_token, int anchor_pos, std::span<float> logits, int n_out = 0,
+                   int width = 0) const;
 
  private:
   DFlashModel() = default;

@@ -9,6 +9,11 @@
 
 namespace specchat {
 
+namespace {
+// The short block width (DFlash default B = 8; Chen et al. 2026 §4).
+constexpr int kShortBlock = 8;
+}  // namespace
+
 DraftTree tree_from_marginals(std::span<const Distribution> q, const TreeBudget& budget, int max_nodes, bool sample,
                               Choices& choices) {
   const int n_depth = static_cast<int>(q.size());
@@ -137,12 +142,16 @@ DraftTree BlockDrafter::propose(std::span<const int32_t> ctx, const TreeBudget& 
   if (n == 0) return {};
   keep_common(ctx, ctx.size() - 1);
   const int B = m_->block_size();
-  if (n_observed() == 0 || max_nodes <= 0 || budget.node_budget <= 0 || n - 1 + B > m_->n_pos()) return {};
+  if (n_observed() == 0 || max_nodes <= 0 || budget.node_budget <= 0) return {};
   // Only the depths this tree can reach get logits.
   const int n_depth = budget.mode == TreeMode::chain
                           ? std::min({budget.node_budget, max_nodes, B - 1})
                           : std::min({std::max(1, budget.depth), budget.node_budget, max_nodes, B - 1});
-  m_->draft_block(state_, ctx[static_cast<size_t>(n - 1)], n - 1, logits_, n_depth);
+  // The block's width: 8 rows when the tree reaches no deeper than 7 and the file allows 16
+  // (DFlash's default B; the bundled drafter is trained on blocks of 8 and 16), else B.
+  const int width = n_depth + 1 <= kShortBlock && B > kShortBlock ? kShortBlock : B;
+  if (n - 1 + width > m_->n_pos()) return {};
+  m_->draft_block(state_, ctx[static_cast<size_t>(n - 1)], n - 1, logits_, n_depth, width);
   const size_t nv = static_cast<size_t>(m_->config().n_vocab);
   for (float v : std::span<const float>(logits_).first(static_cast<size_t>(n_depth) * nv)) {
     if (!std::isfinite(v)) {

@@ -1,26 +1,76 @@
-// The CLI's flags for drafters that read the target's hidden states (--drafter block|mtp,
-// --block-drafter, --mtp): accepted by the command line, and until the concrete drafters are
-// wired into app/cli/feature_drafters.cpp a request for them fails with a clear message
-// (exit 1) instead of running something else. The other drafters are unaffected.
+// The CLI's drafters that read the target's hidden states (--drafter block|mtp, --block-drafter,
+// --mtp; app/cli/feature_drafters.cpp): a named file is loaded and bound to the target, a missing
+// or foreign file fails with a clear message (exit 1) instead of running something else, and
+// greedy output with the drafter equals plain decoding. The other drafters are unaffected.
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <tuple>
 
 #include "cli_runner.h"
 #include "model_fixture.h"
 
 using namespace specchat;
+namespace fs = std::filesystem;
 
-TEST_CASE("cli: --drafter block / mtp are parsed and refused clearly while not built", "[model][cli][features]") {
-  for (const std::vector<std::string>& extra :
-       {std::vector<std::string>{"--drafter", "block"}, std::vector<std::string>{"--drafter", "mtp"},
-        std::vector<std::string>{"--block-drafter", "x.gguf"}, std::vector<std::string>{"--mtp", "x.gguf"}}) {
-    std::vector<std::string> args = {"generate", "-n", "2", "--prompt", "Once upon a time"};
-    args.insert(args.end(), extra.begin(), extra.end());
+namespace {
+std::string data(const std::string& rel) { return std::string(SPECCHAT_SOURCE_DIR) + "/tests/data/" + rel; }
+}  // namespace
+
+TEST_CASE("cli: --drafter mtp / block with the reference drafters give the baseline's greedy tokens", "[model][cli][features]") {
+  const std::vector<std::string> base = {"generate", "--json", "-n", "24", "--chat", "Tell me a story about Tom."};
+  std::vector<std::string> plain_args = base;
+  plain_args.insert(plain_args.end(), {"--drafter", "none"});
+  const test::CliResult plain = test::run_cli(plain_args);
+  INFO(plain.describe());
+  REQUIRE(plain.json_ok);
+  for (const auto& [drafter, flag, file] :
+       {std::tuple<std::string, std::string, std::string>{"mtp", "--mtp", "drafters/mtp-ref.gguf"},
+        {"block", "--block-drafter", "drafters/dflash-ref.gguf"}})
+  for (const char* tree : {"chain", "dynamic"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--drafter", drafter, flag, data(file), "--tree", tree});
     const test::CliResult r = test::run_cli(args);
     INFO(r.describe());
-    CHECK(r.exit_code == 1);
-    CHECK(r.err.find("not built") != std::string::npos);
-    CHECK(r.err.find(extra[0]) != std::string::npos);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(r.json_ok);
+    CHECK(r.json["drafter"] == drafter);
+    CHECK(r.json["tokens"] == plain.json["tokens"]);
+    CHECK(r.json["n_drafted"].get<int>() > 0);
   }
+}
+
+TEST_CASE("cli: feature drafter files that cannot serve the target fail clearly", "[model][cli][features]") {
+  // A missing file names itself.
+  const test::CliResult missing =
+      test::run_cli({"generate", "-n", "2", "--prompt", "Once", "--drafter", "mtp", "--mtp", "no-such-head.gguf"});
+  INFO(missing.describe());
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find("no-such-head.gguf") != std::string::npos);
+  // A head of another architecture's file: the DFlash reference is not an MTP head.
+  const test::CliResult wrong = test::run_cli(
+      {"generate", "-n", "2", "--prompt", "Once", "--drafter", "mtp", "--mtp", data("drafters/dflash-ref.gguf")});
+  INFO(wrong.describe());
+  CHECK(wrong.exit_code == 1);
+  CHECK(wrong.err.find("dflash") != std::string::npos);
+  const test::CliResult wrong_block = test::run_cli({"generate", "-n", "2", "--prompt", "Once", "--drafter", "block",
+                                                     "--block-drafter", data("drafters/mtp-ref.gguf")});
+  INFO(wrong_block.describe());
+  CHECK(wrong_block.exit_code == 1);
+  CHECK(wrong_block.err.find("specchat-mtp") != std::string::npos);
+  // A target with no head beside it and none named: says what to pass.
+  const fs::path dir = fs::temp_directory_path() / ("specchat-cli-features-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(bundled_target_path(), dir / "target.gguf");
+  const test::CliResult none = test::run_cli(
+      {"generate", "-n", "2", "--prompt", "Once", "--model", (dir / "target.gguf").string(), "--drafter", "mtp"});
+  fs::remove_all(dir);
+  INFO(none.describe());
+  CHECK(none.exit_code == 1);
+  CHECK(none.err.find("--mtp FILE") != std::string::npos);
   // An unknown drafter is still a command-line error (exit 2).
   const test::CliResult bad = test::run_cli({"generate", "-n", "2", "--prompt", "x", "--drafter", "medusa"});
   INFO(bad.describe());

@@ -18,6 +18,10 @@ import math
 import os
 import time
 
+# One thread pool: PyTorch's (TRAINING-NOTES, "thread pools fight": OpenBLAS's own threads made
+# the feature pass 6x slower).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -69,9 +73,11 @@ def target_layers(m, ids):
 def load_data(m):
     z = np.load(os.path.join(WORK, "gen.npz"))
     toks, offs = z["tokens"], z["offsets"]
-    seqs = [toks[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)]
+    # The target's context is 256: a reply that filled it ends with one token never fed back.
+    seqs = [toks[offs[i]:offs[i + 1]][:m.c.n_ctx] for i in range(len(offs) - 1)]
+    offs = np.cumsum([0] + [len(s) for s in seqs]).astype(np.int64)
     path = os.path.join(WORK, "feats.f16")
-    shape = (len(toks), len(FEAT_LAYERS), m.c.d_model)
+    shape = (int(offs[-1]), len(FEAT_LAYERS), m.c.d_model)
     done_path = path + ".done"
     if not os.path.exists(done_path):
         feats = np.lib.format.open_memmap(path, mode="w+", dtype=np.float16, shape=shape)
