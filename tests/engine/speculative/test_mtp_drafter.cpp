@@ -14,6 +14,7 @@
 
 #include "engine/drafters/mtp_fixture.h"
 #include "engine/speculative/acceptance.h"
+#include "engine/speculative/enumerate_choices.h"
 #include "engine/speculative/mtp_drafter.h"
 #include "test_data_files.h"
 
@@ -47,48 +48,6 @@ std::vector<int32_t> path_to(const DraftTree& t, int32_t v) {
   return p;
 }
 
-// As in test_acceptance.cpp: replays a run with scripted choices, enumerating every branch with
-// its probability (depth first over choice sequences).
-class ScriptedChoices : public Choices {
- public:
-  std::vector<int> script, arity;
-  size_t pos = 0;
-  double weight = 1.0;
-  bool bernoulli(double p) override {
-    const int c = next(2);
-    weight *= c == 0 ? p : 1.0 - p;
-    return c == 0;
-  }
-  int32_t draw(const Distribution& d) override {
-    const int c = next(static_cast<int>(d.ids.size()));
-    weight *= d.probs[static_cast<size_t>(c)];
-    return d.ids[static_cast<size_t>(c)];
-  }
-  bool advance() {
-    while (!script.empty()) {
-      if (script.back() + 1 < arity.back()) {
-        ++script.back();
-        return true;
-      }
-      script.pop_back();
-      arity.pop_back();
-    }
-    return false;
-  }
-  void restart() {
-    pos = 0;
-    weight = 1.0;
-  }
-
- private:
-  int next(int n) {
-    if (pos == script.size()) {
-      script.push_back(0);
-      arity.push_back(n);
-    }
-    return script[pos++];
-  }
-};
 
 }  // namespace
 
