@@ -128,6 +128,11 @@ class Backend {
 
   // Human-readable device name ("CPU", "NVIDIA H200 (sm_90, 139.8 GiB)").
   virtual std::string device_name() const = 0;
+
+  // The CPU kernels' thread pool this backend runs on (nullptr on a device backend), so that
+  // drafters running beside the model share it instead of starting a second pool on the same
+  // cores (TRAINING-NOTES "thread pools fight").
+  virtual std::shared_ptr<cpu::ThreadPool> cpu_pool() const { return nullptr; }
 };
 
 // Factories. CUDA copies what it keeps, so `f` must stay alive for the call only; the CPU

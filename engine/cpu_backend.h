@@ -63,6 +63,7 @@ class CpuBackend final : public Backend {
   ForwardOut forward(const ForwardArgs& a) override;
   MemoryInfo memory() const override;
   std::string device_name() const override { return "CPU"; }
+  std::shared_ptr<cpu::ThreadPool> cpu_pool() const override { return pool_; }
 
  private:
   // Activations for the largest batch, allocated once (no allocation in the decode loop).

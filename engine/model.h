@@ -127,6 +127,8 @@ class LlamaModel {
   BackendKind backend_kind() const { return backend_->kind(); }
   // "CPU" or the GPU's name.
   std::string device_name() const { return backend_->device_name(); }
+  // The CPU thread pool the model's forwards run on (Backend::cpu_pool); nullptr on CUDA.
+  std::shared_ptr<cpu::ThreadPool> cpu_pool() const { return backend_->cpu_pool(); }
 
  private:
   LlamaModel() = default;

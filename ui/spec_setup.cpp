@@ -6,7 +6,7 @@ namespace specchat::ui {
 
 SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair, const FeatureDrafters& fd) {
   RequestPlanner planner(pair);
-  planner.set_feature_drafters(fd.block_size, fd.mtp);
+  planner.set_feature_drafters(fd);
   const TreePlan plan = planner.plan_tree(to_spec_settings(s));
   SpecSetup out;
   out.spec = plan.spec;

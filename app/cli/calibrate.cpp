@@ -19,8 +19,6 @@ namespace specchat::cli {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
 std::string find_prompts_file(const std::string& given) {
   if (!given.empty()) return given;
   const std::string rel = "tests/data/heldout_prompts.json";
@@ -55,8 +53,6 @@ std::vector<std::vector<int32_t>> load_prompts(const ModelPair& pair, const std:
   return out;
 }
 
-}  // namespace
-
 void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
   cmd.add_option("--model,-m", o.model, "target model GGUF (default: the bundled target)");
   cmd.add_option("--draft,-d", o.draft, "draft model GGUF or 'bundled' (default)");
@@ -68,9 +64,16 @@ void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
   cmd.add_option("--reps", o.reps, "timed forwards per measurement (median)")->check(CLI::Range(1, 100));
   cmd.add_option("--threads", o.threads, "CPU threads of the engine's pool (0 = all cores; more than the cores is capped)")->check(CLI::Range(0, 256));
   cmd.add_flag("--json", o.json, "print the calibration as JSON");
+  cmd.add_option("--drafter", o.drafter,
+                 "what to calibrate: model (the draft model), block (DFlash block drafter) or mtp (MTP head)")
+      ->check(CLI::IsMember({"model", "block", "mtp"}));
+  cmd.add_option("--block-drafter", o.block_drafter, "DFlash block drafter GGUF (default: found beside the target)");
+  cmd.add_option("--mtp", o.mtp, "MTP head GGUF (default: found beside the target)");
+  cmd.add_option("--rounds", o.rounds, "block/mtp: passes over the prompts")->check(CLI::Range(1, 100));
 }
 
 int cmd_calibrate(const CalibrateOptions& o) {
+  if (o.drafter == "block" || o.drafter == "mtp") return cmd_calibrate_feature(o);
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   if (o.draft == "ngram" || o.draft == "none") {
@@ -196,7 +199,7 @@ json plan_tree(const CommonOptions& o, ModelPair& pair, GenerateRequest& req, co
   SpecSettings s = spec_settings(o);
   s.draft_k = req.spec.draft_k;
   RequestPlanner planner(pair, o.threads);
-  planner.set_feature_drafters(fd.block_size, fd.mtp);
+  planner.set_feature_drafters(fd);
   const TreePlan plan = planner.plan_tree(s, req.prompt);
   for (const std::string& w : plan.warnings) {
     std::fprintf(stderr, "warning: %s\n", w.c_str());

@@ -34,9 +34,32 @@ struct CalibrateOptions {
   int reps = 9;                   // timed forwards per measurement (median)
   int threads = 0;
   bool json = false;
+  // --drafter block|mtp: calibrate a drafter that reads the target's hidden states instead
+  // (cmd_calibrate_feature); "model" = the draft model (the default).
+  std::string drafter = "model";
+  std::string block_drafter;  // --block-drafter FILE ("" = found beside the target)
+  std::string mtp;            // --mtp FILE
+  int rounds = 2;             // --rounds: passes over the prompts, configurations interleaved
 };
 
 void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o);
+
+// The held-out prompts file: `given`, else tests/data/heldout_prompts.json from the working
+// folder or beside the bundled models. Throws std::runtime_error when none is found.
+std::string find_prompts_file(const std::string& given);
+// Its prompts as ids: {"prompts": [{"kind": "text"|"chat", "text": ...}]} or a plain array of
+// strings (raw text); at most max_prompts (0 = all). Throws std::runtime_error when unreadable.
+std::vector<std::vector<int32_t>> load_prompts(const ModelPair& pair, const std::string& path, int max_prompts);
+
+// `specchat-cli calibrate --drafter block|mtp` (engine/speculative/feature_calibration.h):
+// greedy speculative decoding with every configuration of feature_calibration_grid on the
+// held-out prompts, each prompt run plainly and with every configuration in turn (the order
+// rotates per prompt and round, caches cold), o.rounds times. Every run's tokens must equal
+// plain decoding's (else std::runtime_error: the drafter is not lossless here). Writes
+// {target, drafter, baseline_tokens_per_s, configs [{tree, draft_k, node_budget, depth, branch,
+// tau, tokens_per_s}]} beside the drafter file (or to o.out). Returns 0; throws what loading
+// and install_feature_drafters throw.
+int cmd_calibrate_feature(const CalibrateOptions& o);
 
 // Runs the calibration and writes the file. Returns the exit code (0; errors throw: GgufError,
 // ModelError, VocabError from loading, std::runtime_error for prompts/file problems).

@@ -27,7 +27,7 @@ int cmd_chat(const CommonOptions& given) {
   Generator g(*pair.target, pair.draft.get());
   const FeatureDrafters fd = install_feature_drafters(g.engine(), o);
   RequestPlanner planner(pair, o.threads);
-  planner.set_feature_drafters(fd.block_size, fd.mtp);
+  planner.set_feature_drafters(fd);
   // The conversation with each reply's generated ids: the next prompt splices them in exactly,
   // so the previous turn stays in the KV cache (engine/chat_context.h).
   std::vector<ContextMessage> history;

@@ -41,9 +41,11 @@ Loaded load(const cli::CommonOptions& o, bool need_draft) {
   cli::use_draft_choice(l.pair, l.o);
   for (const std::string& w : l.pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (o.chat_given) {
-    std::vector<ChatMessage> msgs;
-    if (!o.system.empty()) msgs.push_back({"system", o.system});
-    msgs.push_back({"user", o.chat});
+    std::vector<ChatMessage> msgs = o.messages;
+    if (msgs.empty()) {
+      if (!o.system.empty()) msgs.push_back({"system", o.system});
+      msgs.push_back({"user", o.chat});
+    }
     l.prompt = l.pair.encode_chat(msgs);
   } else {
     l.prompt = l.pair.encode_prompt(o.prompt);
@@ -246,13 +248,14 @@ int main(int argc, char** argv) {
   // `--draft ngram` / `--draft none` name a drafter rather than a file (FAULT-KINDS usage).
   if (o.draft == "ngram") o.drafter = "ngram";
   if (o.draft == "none") o.drafter = "none";
-  o.chat_given = sub->count("--chat") > 0;
+  o.chat_given = sub->count("--chat") > 0 || sub->count("--messages") > 0;
   o.prompt_given = sub->count("--prompt") > 0;
   if (!o.chat_given && !o.prompt_given) {
-    std::fprintf(stderr, "error: one of --prompt or --chat is required\n");
+    std::fprintf(stderr, "error: one of --prompt, --chat or --messages is required\n");
     return 2;
   }
   try {
+    if (!o.messages_file.empty()) o.messages = cli::read_messages_file(o.messages_file);
     return gen->parsed() ? cmd_generate(o) : cmd_compare(o);
   } catch (const std::exception& e) {
     if (o.json) {

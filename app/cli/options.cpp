@@ -2,6 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
 
 namespace specchat::cli {
 
@@ -52,6 +56,11 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
   auto* p = cmd.add_option("--prompt,-p", o.prompt, "raw prompt text (continued as is)");
   auto* c = cmd.add_option("--chat,-c", o.chat, "user message, wrapped in the model's chat template");
   p->excludes(c);
+  auto* m = cmd.add_option("--messages", o.messages_file,
+                           "a JSON conversation ([{\"role\": ..., \"content\": ...}, ...]) rendered with the "
+                           "chat template; the reply answers its last turn");
+  m->excludes(p);
+  m->excludes(c);
   cmd.add_option("--system", o.system, "system prompt for --chat");
   std::string names;
   for (const auto& n : chat_template_names()) names += (names.empty() ? "" : ", ") + n;
@@ -62,6 +71,40 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
       ->check(CLI::IsMember(chat_template_names()));
   cmd.add_option("--stop", o.stop, "stop string (repeatable); not included in the output");
   cmd.add_flag("--json", o.json, "print one JSON object at the end instead of streaming text");
+}
+
+std::vector<ChatMessage> read_messages_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("--messages: cannot read " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::runtime_error("--messages: " + path + " is not JSON (" + e.what() + ")");
+  }
+  if (j.is_object() && j.contains("messages")) j = j["messages"];
+  if (!j.is_array() || j.empty()) {
+    throw std::runtime_error("--messages: " + path + " holds no messages (expected a non-empty array of "
+                             "{\"role\", \"content\"} objects)");
+  }
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const auto& e = j[i];
+    if (!e.is_object() || !e.contains("role") || !e["role"].is_string() || !e.contains("content") ||
+        !e["content"].is_string()) {
+      throw std::runtime_error("--messages: message " + std::to_string(i) + " of " + path +
+                               " needs a string \"role\" and a string \"content\"");
+    }
+    ChatMessage msg{e["role"].get<std::string>(), e["content"].get<std::string>()};
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+      throw std::runtime_error("--messages: message " + std::to_string(i) + " of " + path + " has role \"" +
+                               msg.role + "\" (expected system, user or assistant)");
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
 }
 
 void add_remote_options(CLI::App& cmd, CommonOptions& o, bool compare) {

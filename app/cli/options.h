@@ -39,6 +39,8 @@ struct CommonOptions {
   std::string chat;
   std::string system;
   std::string chat_template;        // --chat-template: a chat_template_names() entry, "" = the file's
+  std::string messages_file;        // --messages: a JSON conversation (read_messages_file)
+  std::vector<ChatMessage> messages;  // its messages, read by main before the command runs
   std::vector<std::string> stop;
   bool json = false;
   bool prompt_given = false, chat_given = false;
@@ -52,6 +54,14 @@ struct CommonOptions {
 // Adds --endpoint, --api-key and --remote-model (generate and compare); with `compare` also
 // --baseline-endpoint.
 void add_remote_options(CLI::App& cmd, CommonOptions& o, bool compare = false);
+
+// Reads a conversation for --messages: a JSON file holding either an array of
+// {"role": "system"|"user"|"assistant", "content": string} objects (the OpenAI chat format) or an
+// object with such an array under "messages". The conversation is rendered with the model's chat
+// template and a generation prompt, so the reply answers its last turn.
+// Errors: std::runtime_error naming the file and the fault (unreadable, not JSON, no messages,
+// a message without a string role/content, an unknown role).
+std::vector<ChatMessage> read_messages_file(const std::string& path);
 
 // Adds the shared flags to a subcommand.
 void add_common_options(CLI::App& cmd, CommonOptions& o);

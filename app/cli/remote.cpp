@@ -100,8 +100,11 @@ RemoteResult remote_generate(const CommonOptions& o, int draft_k, const std::fun
   std::string path;
   if (chat) {
     json msgs = json::array();
-    if (!o.system.empty()) msgs.push_back({{"role", "system"}, {"content", o.system}});
-    msgs.push_back({{"role", "user"}, {"content", o.chat}});
+    for (const ChatMessage& m : o.messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+    if (o.messages.empty()) {
+      if (!o.system.empty()) msgs.push_back({{"role", "system"}, {"content", o.system}});
+      msgs.push_back({{"role", "user"}, {"content", o.chat}});
+    }
     body["messages"] = msgs;
     path = u.prefix + "/v1/chat/completions";
   } else {

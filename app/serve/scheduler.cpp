@@ -99,7 +99,7 @@ void Scheduler::fail(const std::shared_ptr<Job>& job, ApiError e, const char* /*
 void Scheduler::admit(const std::shared_ptr<Job>& job) {
   try {
     RequestPlanner planner(pair_, threads_);
-    planner.set_feature_drafters(features_.block_size, features_.mtp);
+    planner.set_feature_drafters(features_);
     const TreePlan plan = planner.plan_tree(job->spec, job->req.prompt);
     job->req.spec = plan.spec;
     auto r = std::make_unique<Running>();

@@ -60,7 +60,9 @@ FeatureDrafters install_feature_drafters(Engine& engine, const FeatureDrafterReq
   if (req.mtp) {
     fd.mtp_path = drafter_file(req.mtp_path, target, "specchat-mtp", req.mtp_flag, req.optional);
     if (!fd.mtp_path.empty()) {
-      std::shared_ptr<const MtpModel> m = MtpModel::load(fd.mtp_path, target);
+      MtpModel::Options mo;
+      mo.pool = target.cpu_pool();  // the engine's pool: the head runs between target forwards
+      std::shared_ptr<const MtpModel> m = MtpModel::load(fd.mtp_path, target, mo);
       engine.set_drafter_factory(DrafterKind::mtp, [m, &target](int slot) {
         return std::make_unique<MtpDrafter>(m, target, slot);
       });
@@ -72,6 +74,7 @@ FeatureDrafters install_feature_drafters(Engine& engine, const FeatureDrafterReq
     if (!fd.block_path.empty()) {
       DFlashOptions opt;
       opt.n_threads = req.n_threads;
+      opt.pool = target.cpu_pool();  // one pool for the target and the drafter (null on CUDA)
       std::shared_ptr<const DFlashModel> m = DFlashModel::load(fd.block_path, target, opt);
       engine.set_drafter_factory(DrafterKind::block, [m](int) { return std::make_unique<BlockDrafter>(m); });
       fd.block_size = m->block_size();

@@ -25,10 +25,7 @@ double TreePlan::expected_tokens() const {
 
 RequestPlanner::RequestPlanner(const ModelPair& pair, int threads) : pair_(pair), threads_(threads) {}
 
-void RequestPlanner::set_feature_drafters(int block_size, bool has_mtp) {
-  block_size_ = block_size;
-  has_mtp_ = has_mtp;
-}
+void RequestPlanner::set_feature_drafters(const FeatureDrafters& fd) { features_ = fd; }
 
 // ---- context fitting ------------------------------------------------------------------------
 
@@ -117,6 +114,48 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
   }
   if (!s.auto_tree && s.tree != TreeMode::optimal) return finish();
 
+  const bool feature = s.drafter == DrafterChoice::block || s.drafter == DrafterChoice::mtp;
+  if (feature && s.auto_tree) {
+    const FeatureCalibration& fc = ctx.feature_calibration;
+    p.calibration_path = fc.path;
+    p.calibration_found = fc.status == FeatureCalibration::Status::ok;
+    if (fc.usable()) {
+      s.auto_tree = false;
+      p.timings_source = "calibration";
+      p.baseline_ms_per_token = 1000.0 / fc.baseline_tokens_per_s;
+      const FeatureConfigResult* best = fc.best();
+      if (!best) {
+        s.drafter = DrafterChoice::none;  // no measured configuration beat plain decoding
+        p.choice.node_budget = 0;
+        p.choice.step_ms = p.baseline_ms_per_token;
+        return finish();
+      }
+      const SpecSettings& b = best->settings;
+      s.tree = b.tree;
+      s.draft_k = std::clamp(b.draft_k, 1, max_nodes);
+      s.node_budget = std::clamp(b.node_budget, 1, max_nodes);
+      s.depth = std::clamp(b.depth, 1, s.node_budget);
+      s.branch = std::max(1, b.branch);
+      if (s.drafter == DrafterChoice::block) {
+        s.draft_k = std::min(s.draft_k, ctx.block_size - 1);
+        s.depth = std::min(s.depth, ctx.block_size - 1);
+      }
+      p.choice.mode = s.tree;
+      p.choice.node_budget = s.tree == TreeMode::chain ? s.draft_k : s.node_budget;
+      p.choice.depth = s.tree == TreeMode::chain ? s.draft_k : s.depth;
+      p.choice.expected_tokens = best->tau > 0 ? best->tau : 1.0;
+      p.choice.step_ms = best->tokens_per_s > 0 ? 1000.0 * p.choice.expected_tokens / best->tokens_per_s : 0.0;
+      return finish();
+    }
+    const std::string problem = !fc.problem.empty() ? fc.problem
+                                : std::string("no calibration for the ") +
+                                      (s.drafter == DrafterChoice::block ? "block drafter" : "MTP head");
+    p.warnings.push_back(problem + "; drafting a dynamic tree (node budget " + std::to_string(s.node_budget) +
+                         ", depth " + std::to_string(s.depth) + ")");
+    s.tree = TreeMode::dynamic;
+    s.auto_tree = false;
+    return finish();
+  }
   if (s.drafter != DrafterChoice::model) {
     const std::string who = s.drafter == DrafterChoice::ngram   ? "the n-gram drafter"
                             : s.drafter == DrafterChoice::block ? "the block drafter"
@@ -181,8 +220,12 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
   LlamaModel& target = *pair_.target;
   LlamaModel* draft = pair_.draft.get();
   ctx.has_draft_model = draft != nullptr;
-  ctx.block_size = block_size_;
-  ctx.has_mtp = has_mtp_;
+  ctx.block_size = features_.block_size;
+  ctx.has_mtp = features_.mtp;
+  if (s.auto_tree && s.drafts() && (s.drafter == DrafterChoice::block || s.drafter == DrafterChoice::mtp)) {
+    const std::string& path = s.drafter == DrafterChoice::block ? features_.block_path : features_.mtp_path;
+    if (!path.empty()) ctx.feature_calibration = load_feature_calibration(target.path(), path, s.drafter);
+  }
   ctx.max_nodes = std::max(1, target.max_batch() - 1);
   const bool calibrated = s.drafts() && s.drafter == DrafterChoice::model && draft &&
                           (s.auto_tree || s.tree == TreeMode::optimal);

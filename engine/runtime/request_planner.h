@@ -13,10 +13,12 @@
 #include <vector>
 
 #include "engine/chat_context.h"
+#include "engine/drafters/install.h"
 #include "engine/generator.h"
 #include "engine/runtime/spec_settings.h"
 #include "engine/speculative/budget.h"
 #include "engine/speculative/calibration_store.h"
+#include "engine/speculative/feature_calibration.h"
 #include "engine/speculative/sequoia.h"
 
 namespace specchat {
@@ -52,6 +54,9 @@ struct PlanContext {
   bool has_mtp = false;
   int max_nodes = 1;         // most tree nodes one verification forward takes (target max_batch − 1), ≥ 1
   Calibration calibration;   // of the pair; consulted only for optimal and auto trees of the model drafter
+  // Of the block or MTP drafter the request asks for (engine/speculative/feature_calibration.h);
+  // consulted only for their auto trees.
+  FeatureCalibration feature_calibration;
   // Measures step timings now (auto trees when the calibration has none for this thread count);
   // empty = cannot measure. Returns an invalid table when it could not time the models.
   std::function<StepTimings()> measure_timings;
@@ -74,7 +79,10 @@ struct TreePlan {
   bool calibration_found = false;
   // Auto plans: where the timings came from ("calibration" or "measured"), the choice (its
   // expected tokens per step, modelled step time in ms) and the modelled plain decoding time
-  // per token (ms, t_verify(0)). Empty/zero for other plans.
+  // per token (ms, t_verify(0)). Empty/zero for other plans. Auto plans of the block and MTP
+  // drafters come from measured configurations (feature_calibration.h): timings_source
+  // "calibration", choice.expected_tokens = the measured τ, choice.step_ms = τ / tokens/s, and
+  // baseline_ms_per_token from the measured plain decoding speed.
   std::string timings_source;
   BudgetChoice choice;
   double baseline_ms_per_token = 0;
@@ -119,7 +127,8 @@ class RequestPlanner {
 
   // The feature drafters the front end installed in its Engine (PlanContext::block_size,
   // has_mtp); none until told.
-  void set_feature_drafters(int block_size, bool has_mtp);
+  // Their files' calibrations serve `--tree auto` for them (load_feature_calibration).
+  void set_feature_drafters(const FeatureDrafters& fd);
 
   // Fits `messages` (oldest first, optional system messages, ending with the turn to answer;
   // assistant messages may carry their stored ids) into the target's context, leaving
@@ -147,8 +156,11 @@ class RequestPlanner {
   //    branch to ≥ 1. The block drafter drafts at most B − 1 tokens deep (one block): draft_k
   //    and depth are also clamped to B − 1 (warning when a requested value is cut); its trees
   //    are built from the block's marginals with node_budget / depth / branch.
-  //  - the n-gram, block and MTP drafters have no rank calibration: optimal and auto trees are
-  //    drafted as a dynamic tree with the same budget (warning).
+  //  - the n-gram drafter has no calibration: its optimal and auto trees are drafted as a dynamic
+  //    tree with the same budget (warning). So are optimal trees of the block and MTP drafters.
+  //    Their auto trees run the fastest configuration their calibration measured (plain
+  //    decoding when none beat it); without a usable calibration, a dynamic tree (warning
+  //    naming the fix).
   //  - optimal (Sequoia §3.1): the tree for (node_budget, depth) from the calibration's
   //    acceptance vector. auto (Sequoia §3.3): choose_budget over N ≤ min(64, max_nodes) with
   //    the calibration's timings for this thread count, else timings measured now on `prompt`
@@ -176,8 +188,7 @@ class RequestPlanner {
  private:
   const ModelPair& pair_;
   int threads_;
-  int block_size_ = 0;
-  bool has_mtp_ = false;
+  FeatureDrafters features_;
 };
 
 }  // namespace specchat

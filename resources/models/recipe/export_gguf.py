@@ -142,6 +142,7 @@ def write_gguf(m, sp, role, path, step):
     w.add("tokenizer.ggml.add_space_prefix", T_BOOL, True)
     w.add("tokenizer.chat_template", T_STR, CHAT_TEMPLATE)
     w.add("specchat.training_steps", T_U32, step)
+    w.add("specchat.family", T_U32, 2 if c.n_ctx > 256 else 1)
     sd = {k: v.numpy() for k, v in m.state_dict().items()}
     w.add_tensor("token_embd.weight", sd["tok_emb.weight"])
     for il in range(c.n_layer):
@@ -207,16 +208,19 @@ def heldout_prompts(n_each=60):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", default=MODELS)
+    ap.add_argument("--family", choices=["v1", "v2"], default="v2",
+                    help="v2: the ctx-1024 checkpoints target2.pt / draft2.pt (train.py target2|draft2)")
     a = ap.parse_args()
     ensure_dirs()
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_file=os.path.join(WORK, "tokenizer.model"))
     models = {}
     for role in ("target", "draft"):
-        if not os.path.exists(os.path.join(WORK, f"{role}.pt")):
-            print(f"no {role} checkpoint; skipped")
+        ckpt = role + ("2" if a.family == "v2" else "")
+        if not os.path.exists(os.path.join(WORK, f"{ckpt}.pt")):
+            print(f"no {ckpt} checkpoint; skipped")
             continue
-        m, step = load_model(role)
+        m, step = load_model(ckpt)
         round_to_export_precision(m)
         path = os.path.join(a.out_dir, f"specchat-{role}.gguf")
         write_gguf(m, sp, role, path, step)

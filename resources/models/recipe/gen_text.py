@@ -33,8 +33,23 @@ def prompts(n, rng):
     gsm = [json.loads(l)["question"] for l in open(os.path.join(CORPUS, "chat/gsm8k_train.jsonl"), encoding="utf-8")]
     rng.shuffle(stories)
     rng.shuffle(gsm)
+    # Family v2: a quarter of the requests continue a multi-turn conversation (earlier turns from
+    # the training conversations, then a new request), so replies also sit deep in the 1,024-token
+    # context as they do in the app.
+    from prepare_chat import turns_of
+    from prepare_data import read_jsonl
+    turns = turns_of([d for d in read_jsonl(os.path.join(WORK, "docs_train.jsonl")) if d.startswith("<|user|>")])
+    rng.shuffle(turns)
     out = []
     for i in range(n):
+        if i % 4 == 3:
+            hist = []
+            for _ in range(rng.randint(1, 4)):
+                _, u, a = turns[(len(hist) + i * 5) % len(turns)]
+                hist += [{"role": "user", "content": u}, {"role": "assistant", "content": a}]
+            last = rng.choice(["Tell me another story.", "Tell me a story.", gsm[(i * 3) % len(gsm)]])
+            out.append(("messages", json.dumps(hist + [{"role": "user", "content": last}])))
+            continue
         kind = i % 3
         if kind == 0:  # raw continuation of a story's first sentence
             first = re.split(r"(?<=[.!?])\s", stories[i % len(stories)], maxsplit=1)[0]
@@ -52,9 +67,19 @@ def prompts(n, rng):
 
 def run_one(cli, idx, kind, text, max_tokens):
     greedy = idx % 2 == 0
+    tmp = None
+    if kind == "messages":  # the conversation goes through a file (specchat-cli --messages)
+        tmp = os.path.join(WORK, f"messages-{idx}.json")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        text = tmp
     cmd = [cli, "generate", f"--{kind}", text, "-n", str(max_tokens), "--json", "--threads", "1",
            "--temp", "0" if greedy else "0.8", "--seed", str(1000 + idx)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    finally:
+        if tmp:
+            os.remove(tmp)
     if r.returncode != 0:
         raise RuntimeError(f"{cmd}: {r.stderr.strip()}")
     j = json.loads(r.stdout.strip().splitlines()[-1])

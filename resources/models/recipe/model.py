@@ -32,8 +32,11 @@ class Config:
         return asdict(self)
 
 
-TARGET = Config()
-DRAFT = Config(d_model=128, n_layer=2, n_head=4, n_head_kv=4, d_ff=384)
+# Family v2 (issue 13): the same shapes with a 1,024-token context, fine-tuned from v1 (ctx 256).
+TARGET_V1 = Config()
+DRAFT_V1 = Config(d_model=128, n_layer=2, n_head=4, n_head_kv=4, d_ff=384)
+TARGET = Config(n_ctx=1024)
+DRAFT = Config(d_model=128, n_layer=2, n_head=4, n_head_kv=4, d_ff=384, n_ctx=1024)
 
 
 class RMSNorm(nn.Module):

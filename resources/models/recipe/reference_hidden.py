@@ -65,8 +65,7 @@ class _Cursor:
         raise ValueError(f"unknown GGUF metadata type {t}")
 
 
-def read_gguf(path):
-    """Returns (metadata dict, {name: np.float32 array in PyTorch row-major shape})."""
+def _read_header(path):
     with open(path, "rb") as f:
         buf = f.read()
     c = _Cursor(buf)
@@ -80,6 +79,17 @@ def read_gguf(path):
     for _ in range(n_kv):
         key = c.string()
         meta[key] = c.value(c.unpack("<I"))
+    return buf, c, meta, n_tensors
+
+
+def read_gguf_meta(path):
+    """Returns the metadata dict of a GGUF file (tensors are not read)."""
+    return _read_header(path)[2]
+
+
+def read_gguf(path):
+    """Returns (metadata dict, {name: np.float32 array in PyTorch row-major shape})."""
+    buf, c, meta, n_tensors = _read_header(path)
     infos = []
     for _ in range(n_tensors):
         name = c.string()

@@ -1,6 +1,10 @@
 """Step 2: train the target on data, or distil the draft from the target. Resumable.
 
-usage: train.py target|draft [--minutes M] [--threads N]
+usage: train.py target|draft|target2|draft2 [--minutes M] [--threads N]
+
+target/draft train family v1 from scratch (ctx 256, train.bin). target2/draft2 are family v2:
+they start from the bundled v1 GGUF weights and fine-tune at a 1,024-token context on the
+multi-turn windows of prepare_chat.py (train_v2.bin); draft2 distils from target2.
 
 Checkpoints go to work/<role>.pt every few minutes (model, optimiser, step, RNG state); a
 restart continues from the last one. The learning-rate schedule is a cosine sized to the
@@ -17,13 +21,22 @@ import torch
 import torch.nn.functional as F
 
 from common import WORK, LOGS, ensure_dirs
-from model import Llama, TARGET, DRAFT
+from model import Llama, TARGET, DRAFT, TARGET_V1, DRAFT_V1
+from common import MODELS
 
+STEPS_V2 = int(os.environ.get("SPECCHAT_STEPS_V2", "400"))
+DRAFT_STEPS_V2 = int(os.environ.get("SPECCHAT_DRAFT_STEPS_V2", "200"))
 PLANS = {
     # tokens per step = batch * ctx; steps sized to the CPU budget in TRAINING-NOTES
     "target": dict(batch=8, ctx=256, steps=1000, lr=1.5e-3, warmup=50, wd=0.1),
     "draft": dict(batch=8, ctx=256, steps=600, lr=3e-3, warmup=40, wd=0.05, alpha=0.8),
+    # v2: fine-tunes from the v1 GGUF files at ctx 1024 (2 x 1024 tokens per step)
+    "target2": dict(batch=2, ctx=1024, steps=STEPS_V2, lr=6e-4, warmup=30, wd=0.1,
+                    init="specchat-target.gguf", data="train_v2.bin"),
+    "draft2": dict(batch=2, ctx=1024, steps=DRAFT_STEPS_V2, lr=1.5e-3, warmup=20, wd=0.05, alpha=0.8,
+                   init="specchat-draft.gguf", data="train_v2.bin"),
 }
+V1_CONFIG = {"target2": TARGET_V1, "draft2": DRAFT_V1}
 
 
 def log(role, msg):
@@ -61,23 +74,47 @@ def evaluate(model, data, ctx=256, n=24):
     return sum(losses) / len(losses)
 
 
-def load_target():
-    t = Llama(TARGET)
-    t.load_state_dict(torch.load(os.path.join(WORK, "target.pt"))["model"])
+V1_COMMIT = "ab7a8bc"  # the commit that bundled family v1 (ctx 256)
+
+
+def v1_file(name):
+    """work/v1/<name>: the v1 GGUF that family v2 starts from. Copied from resources/models while
+    that still holds v1; afterwards recovered from git history."""
+    path = os.path.join(WORK, "v1", name)
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        from reference_hidden import read_gguf_meta
+        bundled = os.path.join(MODELS, name)
+        if read_gguf_meta(bundled).get("llama.context_length") == 256:
+            import shutil
+            shutil.copyfile(bundled, path)
+        else:
+            import subprocess
+            blob = subprocess.run(["git", "-C", MODELS, "show", f"{V1_COMMIT}:resources/models/{name}"],
+                                  check=True, capture_output=True).stdout
+            open(path, "wb").write(blob)
+    return path
+
+
+def load_target(role="target"):
+    t = Llama(TARGET if role == "target2" else TARGET_V1)
+    t.load_state_dict(torch.load(os.path.join(WORK, f"{role}.pt"))["model"])
     t.eval()
     return t
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("role", choices=["target", "draft"])
+    ap.add_argument("role", choices=list(PLANS))
     ap.add_argument("--minutes", type=float, default=1e9, help="stop (resumably) after this long")
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     ensure_dirs()
     plan = PLANS[a.role]
-    model = Llama(TARGET if a.role == "target" else DRAFT)
+    model = Llama(TARGET if a.role.startswith("target") else DRAFT)
+    if a.role in ("target", "draft"):
+        model = Llama(TARGET_V1 if a.role == "target" else DRAFT_V1)
     opt = torch.optim.AdamW(model.parameters(), lr=plan["lr"], betas=(0.9, 0.95),
                             weight_decay=plan["wd"])
     ckpt_path = os.path.join(WORK, f"{a.role}.pt")
@@ -90,11 +127,17 @@ def main():
         step = ck["step"]
         gen.set_state(ck["gen"])
         log(a.role, f"resumed at step {step}")
+    elif "init" in plan:
+        from reference_hidden import load_gguf_model
+        v1, _ = load_gguf_model(v1_file(plan["init"]), V1_CONFIG[a.role])
+        model.load_state_dict(v1.state_dict())  # RoPE tables are not parameters: ctx grows freely
+        log(a.role, f"initialised from {plan['init']} (v1, ctx {V1_CONFIG[a.role].n_ctx})")
     if step >= plan["steps"]:
         log(a.role, "already done")
         return
-    teacher = load_target() if a.role == "draft" else None
-    data = np.memmap(os.path.join(WORK, "train.bin"), dtype=np.uint16, mode="r")
+    teacher = {"draft": lambda: load_target("target"), "draft2": lambda: load_target("target2")}.get(
+        a.role, lambda: None)()
+    data = np.memmap(os.path.join(WORK, plan.get("data", "train.bin")), dtype=np.uint16, mode="r")
     held = {k: np.memmap(os.path.join(WORK, f"heldout_{k}.bin"), dtype=np.uint16, mode="r")
             for k in ("stories", "chat")}
     log(a.role, f"params {model.n_params()} (non-embedding {model.n_params(True)}), "
@@ -138,6 +181,9 @@ def main():
             log(a.role, f"stopping at step {step} (time budget)")
             return
     ev = {k: evaluate(model, d) for k, d in held.items()}
+    if plan["ctx"] > 256:  # v2: whole multi-turn conversations at the full context
+        mt = np.memmap(os.path.join(WORK, "heldout_multiturn.bin"), dtype=np.uint16, mode="r")
+        ev["multiturn_1024"] = evaluate(model, mt, ctx=plan["ctx"], n=24)
     log(a.role, "heldout " + json.dumps({k: {"loss": round(v, 4), "ppl": round(math.exp(v), 2)}
                                          for k, v in ev.items()}))
     json.dump(ev, open(os.path.join(LOGS, f"{a.role}_heldout.json"), "w"))

@@ -1,0 +1,156 @@
+#include "engine/speculative/feature_calibration.h"
+
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include "engine/speculative/calibration_file.h"
+
+namespace specchat {
+
+using nlohmann::json;
+
+namespace {
+
+bool same_file(const json& stored, const std::string& path) {
+  if (!stored.is_object()) return false;
+  try {
+    return stored.value("size", uint64_t{0}) == file_size_bytes(path) &&
+           stored.value("fingerprint", std::string()) == file_fingerprint(path);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+SpecSettings base(DrafterChoice d) {
+  SpecSettings s;
+  s.drafter = d;
+  s.auto_tree = false;
+  return s;
+}
+
+}  // namespace
+
+const FeatureConfigResult* FeatureCalibration::best() const {
+  const FeatureConfigResult* b = nullptr;
+  for (const FeatureConfigResult& r : configs) {
+    if (!b || r.tokens_per_s > b->tokens_per_s) b = &r;
+  }
+  return b && b->tokens_per_s > baseline_tokens_per_s ? b : nullptr;
+}
+
+std::vector<SpecSettings> feature_calibration_grid(DrafterChoice drafter, int block_size) {
+  std::vector<SpecSettings> out;
+  if (drafter == DrafterChoice::block) {
+    if (block_size < 2) throw std::invalid_argument("feature_calibration_grid: block size " + std::to_string(block_size));
+    const int deepest = block_size - 1;
+    for (int k = 1; k <= deepest; ++k) {
+      SpecSettings s = base(drafter);
+      s.tree = TreeMode::chain;
+      s.draft_k = s.node_budget = s.depth = k;
+      out.push_back(s);
+    }
+    for (int branch : {2, 3}) {
+      for (int n : {8, 12, 16, 24, 32}) {
+        SpecSettings s = base(drafter);
+        s.tree = TreeMode::dynamic;
+        s.draft_k = deepest;
+        s.node_budget = n;
+        s.depth = std::min(deepest, n);
+        s.branch = branch;
+        out.push_back(s);
+      }
+    }
+  } else if (drafter == DrafterChoice::mtp) {
+    for (int k = 1; k <= 4; ++k) {
+      SpecSettings s = base(drafter);
+      s.tree = TreeMode::chain;
+      s.draft_k = s.node_budget = s.depth = k;
+      out.push_back(s);
+    }
+    for (int n : {6, 10, 16}) {
+      SpecSettings s = base(drafter);
+      s.tree = TreeMode::dynamic;
+      s.draft_k = 4;
+      s.node_budget = n;
+      s.depth = 4;
+      s.branch = 2;
+      out.push_back(s);
+    }
+  } else {
+    throw std::invalid_argument(std::string("feature_calibration_grid: not a feature drafter: ") +
+                                drafter_choice_name(drafter));
+  }
+  return out;
+}
+
+json feature_config_json(const FeatureConfigResult& r) {
+  const SpecSettings& s = r.settings;
+  return json{{"tree", tree_mode_name(s.tree)}, {"draft_k", s.draft_k}, {"node_budget", s.node_budget},
+              {"depth", s.depth},              {"branch", s.branch},   {"tau", r.tau},
+              {"tokens_per_s", r.tokens_per_s}};
+}
+
+bool feature_config_from_json(const json& j, DrafterChoice drafter, FeatureConfigResult* out) {
+  try {
+    FeatureConfigResult r;
+    r.settings = base(drafter);
+    if (!parse_tree_mode(j.at("tree").get<std::string>(), &r.settings.tree)) return false;
+    if (r.settings.tree == TreeMode::optimal) return false;  // no shape stored: not a candidate
+    r.settings.draft_k = j.at("draft_k").get<int>();
+    r.settings.node_budget = j.at("node_budget").get<int>();
+    r.settings.depth = j.at("depth").get<int>();
+    r.settings.branch = j.at("branch").get<int>();
+    r.tau = j.at("tau").get<double>();
+    r.tokens_per_s = j.at("tokens_per_s").get<double>();
+    const SpecSettings& s = r.settings;
+    if (s.draft_k < 1 || s.node_budget < 1 || s.depth < 1 || s.branch < 1 || !std::isfinite(r.tau) ||
+        !std::isfinite(r.tokens_per_s) || r.tokens_per_s < 0) {
+      return false;
+    }
+    *out = r;
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+FeatureCalibration load_feature_calibration(const std::string& target_path, const std::string& drafter_path,
+                                            DrafterChoice drafter) {
+  FeatureCalibration c;
+  const std::string name = drafter == DrafterChoice::block ? "block" : "mtp";
+  c.path = calibration_path(drafter_path);
+  std::ifstream in(c.path);
+  if (!in) {
+    c.problem = "no calibration at " + c.path + " (run `specchat-cli calibrate --drafter " + name + "`)";
+    return c;
+  }
+  const json doc = json::parse(in, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    c.status = FeatureCalibration::Status::unreadable;
+    c.problem = "calibration " + c.path + " is not a JSON object";
+    return c;
+  }
+  if (doc.value("kind", std::string()) != name || !same_file(doc.value("target", json()), target_path) ||
+      !same_file(doc.value("drafter", json()), drafter_path)) {
+    c.status = FeatureCalibration::Status::other_files;
+    c.problem = "calibration " + c.path + " was made for other model files (re-run `specchat-cli calibrate --drafter " +
+                name + "`)";
+    return c;
+  }
+  c.status = FeatureCalibration::Status::ok;
+  c.threads = doc.value("threads", 0);
+  const json base_tps = doc.value("baseline_tokens_per_s", json());
+  c.baseline_tokens_per_s = base_tps.is_number() ? base_tps.get<double>() : 0.0;
+  const json list = doc.value("configs", json::array());
+  if (list.is_array()) {
+    for (const json& j : list) {
+      FeatureConfigResult r;
+      if (feature_config_from_json(j, drafter, &r)) c.configs.push_back(r);
+    }
+  }
+  if (!c.usable()) c.problem = "calibration " + c.path + " has no usable measurements";
+  return c;
+}
+
+}  // namespace specchat

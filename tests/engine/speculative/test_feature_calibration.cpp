@@ -1,0 +1,226 @@
+// Calibration of the block drafter and the MTP head (engine/speculative/feature_calibration.h)
+// and `--tree auto` for them (RequestPlanner::plan_tree): the grid, the file's reading rules
+// (missing, unreadable, other files, malformed entries), the choice of the fastest measured
+// configuration (plain decoding when none beats it), and the CLI end to end: `calibrate
+// --drafter block` writes the file beside the drafter, and `generate --tree auto` then runs its
+// choice with the baseline's greedy output.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/cli_runner.h"
+#include "engine/drafters/dflash_model.h"
+#include "engine/model_fixture.h"
+#include "engine/runtime/request_planner.h"
+#include "engine/speculative/calibration_file.h"
+#include "engine/speculative/calibration_store.h"
+#include "engine/speculative/feature_calibration.h"
+#include "test_paths.h"
+
+using namespace specchat;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+FeatureConfigResult config(TreeMode mode, int k_or_n, int depth, double tau, double tps) {
+  FeatureConfigResult r;
+  r.settings.drafter = DrafterChoice::block;
+  r.settings.tree = mode;
+  r.settings.draft_k = mode == TreeMode::chain ? k_or_n : 7;
+  r.settings.node_budget = k_or_n;
+  r.settings.depth = depth;
+  r.settings.branch = 2;
+  r.tau = tau;
+  r.tokens_per_s = tps;
+  return r;
+}
+
+PlanContext block_ctx() {
+  PlanContext c;
+  c.block_size = 8;
+  c.has_mtp = true;
+  c.max_nodes = 127;
+  c.feature_calibration.status = FeatureCalibration::Status::ok;
+  c.feature_calibration.path = "/m/dflash.calibration.json";
+  c.feature_calibration.baseline_tokens_per_s = 1000;
+  return c;
+}
+
+// A scratch folder with copies of the bundled target and block drafter (a calibration is
+// written beside the drafter; the repository's copy stays untouched).
+struct ScratchModels {
+  fs::path dir;
+  ScratchModels() {
+    dir = fs::temp_directory_path() / ("specchat-featcal-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    fs::copy_file(test::target_model(), dir / "target.gguf", fs::copy_options::overwrite_existing);
+    fs::copy_file(test::models_dir() + "/specchat-dflash.gguf", dir / "dflash.gguf",
+                  fs::copy_options::overwrite_existing);
+  }
+  ~ScratchModels() { fs::remove_all(dir); }
+  std::string target() const { return (dir / "target.gguf").string(); }
+  std::string drafter() const { return (dir / "dflash.gguf").string(); }
+};
+
+}  // namespace
+
+TEST_CASE("feature calibration grid: block chains up to B - 1 and trees; MTP chains 1-4", "[unit][calibration]") {
+  const auto g = feature_calibration_grid(DrafterChoice::block, 8);
+  int chains = 0, trees = 0;
+  for (const SpecSettings& s : g) {
+    CHECK(s.drafter == DrafterChoice::block);
+    CHECK_FALSE(s.auto_tree);
+    CHECK(s.depth <= 7);
+    if (s.tree == TreeMode::chain) {
+      ++chains;
+      CHECK(s.draft_k == chains);
+    } else {
+      ++trees;
+      CHECK(s.tree == TreeMode::dynamic);
+    }
+  }
+  CHECK(chains == 7);
+  CHECK(trees >= 5);
+  const auto m = feature_calibration_grid(DrafterChoice::mtp, 0);
+  CHECK(m.front().draft_k == 1);
+  for (const SpecSettings& s : m) CHECK(s.depth <= 4);
+  CHECK_THROWS_AS(feature_calibration_grid(DrafterChoice::model, 8), std::invalid_argument);
+  CHECK_THROWS_AS(feature_calibration_grid(DrafterChoice::block, 1), std::invalid_argument);
+}
+
+TEST_CASE("plan_tree auto for the block drafter: the fastest measured configuration, else plain", "[unit][calibration]") {
+  PlanContext ctx = block_ctx();
+  ctx.feature_calibration.configs = {config(TreeMode::chain, 3, 3, 2.5, 1400), config(TreeMode::dynamic, 16, 7, 3.6, 1700),
+                                     config(TreeMode::chain, 7, 7, 3.1, 1200)};
+  SpecSettings s;
+  s.drafter = DrafterChoice::block;
+  s.auto_tree = true;
+  TreePlan p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.warnings.empty());
+  CHECK(p.spec.drafter == DrafterKind::block);
+  CHECK(p.spec.tree.mode == TreeMode::dynamic);
+  CHECK(p.spec.tree.node_budget == 16);
+  CHECK(p.spec.tree.depth == 7);
+  CHECK(p.timings_source == "calibration");
+  CHECK(p.calibration_found);
+  CHECK(p.expected_tokens() == Approx(3.6));
+  CHECK(p.choice.ms_per_token() == Approx(1000.0 / 1700));
+  CHECK(p.baseline_ms_per_token == Approx(1.0));
+
+  // A chain choice runs as a chain of that length.
+  ctx.feature_calibration.configs[0].tokens_per_s = 2000;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.spec.tree.mode == TreeMode::chain);
+  CHECK(p.spec.draft_k == 3);
+
+  // Nothing beats plain decoding: plain decoding, no warning (the calibration said so).
+  for (auto& c : ctx.feature_calibration.configs) c.tokens_per_s = 900;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK_FALSE(p.speculative());
+  CHECK(p.settings.drafter == DrafterChoice::none);
+  CHECK(p.warnings.empty());
+
+  // A calibration for other files: a dynamic tree and the fix in the warning.
+  ctx.feature_calibration.status = FeatureCalibration::Status::other_files;
+  ctx.feature_calibration.problem = "calibration /m/dflash.calibration.json was made for other model files "
+                                    "(re-run `specchat-cli calibrate --drafter block`)";
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.spec.tree.mode == TreeMode::dynamic);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "calibrate --drafter block"));
+  CHECK(contains(p.warnings[0], "dynamic tree"));
+
+  // Optimal (not auto) block trees stay dynamic trees whatever the calibration.
+  ctx.feature_calibration.status = FeatureCalibration::Status::ok;
+  s.auto_tree = false;
+  s.tree = TreeMode::optimal;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.spec.tree.mode == TreeMode::dynamic);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "no rank calibration"));
+}
+
+TEST_CASE("load_feature_calibration: missing, unreadable, other files, malformed entries", "[model][calibration]") {
+  ScratchModels m;
+  const std::string path = calibration_path(m.drafter());
+  FeatureCalibration c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block);
+  CHECK(c.status == FeatureCalibration::Status::missing);
+  CHECK(contains(c.problem, "calibrate --drafter block"));
+  CHECK_FALSE(c.usable());
+
+  std::ofstream(path) << "{ not json";
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block);
+  CHECK(c.status == FeatureCalibration::Status::unreadable);
+
+  json j{{"kind", "block"},
+         {"target", calibration_file_info(m.target())},
+         {"drafter", calibration_file_info(m.drafter())},
+         {"baseline_tokens_per_s", 800.0},
+         {"configs",
+          {feature_config_json(config(TreeMode::chain, 4, 4, 2.9, 1100)),
+           json{{"tree", "chain"}, {"draft_k", -1}, {"node_budget", 1}, {"depth", 1}, {"branch", 1}, {"tau", 1.0},
+                {"tokens_per_s", 5000.0}},
+           json{{"tree", "sideways"}}}}};
+  write_calibration_file(path, j);
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block);
+  REQUIRE(c.status == FeatureCalibration::Status::ok);
+  REQUIRE(c.configs.size() == 1);  // the malformed entries are skipped
+  CHECK(c.configs[0].settings.draft_k == 4);
+  CHECK(c.configs[0].tau == Approx(2.9));
+  REQUIRE(c.best() != nullptr);
+  CHECK(c.best()->tokens_per_s == Approx(1100));
+
+  // Made for the MTP head, or for another target: not used.
+  CHECK(load_feature_calibration(m.target(), m.drafter(), DrafterChoice::mtp).status ==
+        FeatureCalibration::Status::other_files);
+  j["target"]["fingerprint"] = "0000000000000000";
+  write_calibration_file(path, j);
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block);
+  CHECK(c.status == FeatureCalibration::Status::other_files);
+  CHECK(contains(c.problem, "other model files"));
+}
+
+TEST_CASE("cli: calibrate --drafter block, then generate --tree auto runs its choice losslessly",
+          "[model][cli][calibration]") {
+  ScratchModels m;
+  const test::CliResult cal =
+      test::run_cli({"calibrate", "--drafter", "block", "--model", m.target(), "--block-drafter", m.drafter(),
+                     "--max-prompts", "2", "-n", "24", "--rounds", "1", "--json"});
+  INFO(cal.describe());
+  REQUIRE(cal.exit_code == 0);
+  REQUIRE(cal.json_ok);
+  CHECK(cal.json["path"] == calibration_path(m.drafter()));
+  const int block_size = DFlashModel::load(m.drafter(), *test::bundled_pair().target)->block_size();
+  CHECK(cal.json["configs"].size() == feature_calibration_grid(DrafterChoice::block, block_size).size());
+  CHECK(cal.json["baseline_tokens_per_s"].get<double>() > 0);
+  for (const auto& c : cal.json["configs"]) CHECK(c["tau"].get<double>() >= 1.0);
+  const FeatureCalibration fc = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block);
+  REQUIRE(fc.usable());
+
+  const std::vector<std::string> base = {"generate", "--json", "-n", "32", "--model", m.target(),
+                                         "--chat", "Tell me a story about a cat."};
+  std::vector<std::string> plain = base, automatic = base;
+  plain.insert(plain.end(), {"--drafter", "none"});
+  automatic.insert(automatic.end(), {"--drafter", "block", "--block-drafter", m.drafter(), "--tree", "auto"});
+  const test::CliResult a = test::run_cli(plain), b = test::run_cli(automatic);
+  INFO(a.describe());
+  INFO(b.describe());
+  REQUIRE(a.json_ok);
+  REQUIRE(b.json_ok);
+  CHECK(b.json["tokens"] == a.json["tokens"]);
+  const json& plan = b.json["tree_plan"];
+  CHECK(plan["timings_source"] == "calibration");
+  CHECK(plan["calibration"] == calibration_path(m.drafter()));
+  const FeatureConfigResult* best = fc.best();
+  if (best) {
+    CHECK(plan["tree"] == tree_mode_name(best->settings.tree));
+  } else {
+    CHECK(plan["tree"] == "none");
+  }
+}

@@ -1,0 +1,80 @@
+// `specchat-cli generate --messages FILE`: a multi-turn conversation from a JSON file, rendered
+// with the model's chat template (app/cli/options.cpp read_messages_file). One user turn equals
+// --chat; earlier turns sit in the prompt; bad files fail with a message naming the fault.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli_runner.h"
+#include "model_fixture.h"
+
+using namespace specchat;
+namespace fs = std::filesystem;
+
+namespace {
+struct TempFile {
+  fs::path path;
+  explicit TempFile(const std::string& text) {
+    path = fs::temp_directory_path() / ("specchat-messages-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(reinterpret_cast<uintptr_t>(this)) + ".json");
+    std::ofstream(path) << text;
+  }
+  ~TempFile() { fs::remove(path); }
+};
+}  // namespace
+
+TEST_CASE("cli: --messages with one user turn is --chat; earlier turns are in the prompt", "[model][cli]") {
+  const test::CliResult chat =
+      test::run_cli({"generate", "--json", "-n", "8", "--drafter", "none", "--chat", "Tell me a story about Tom."});
+  INFO(chat.describe());
+  REQUIRE(chat.json_ok);
+  const TempFile one(R"([{"role": "user", "content": "Tell me a story about Tom."}])");
+  const test::CliResult r1 =
+      test::run_cli({"generate", "--json", "-n", "8", "--drafter", "none", "--messages", one.path.string()});
+  INFO(r1.describe());
+  REQUIRE(r1.json_ok);
+  CHECK(r1.json["prompt_tokens"] == chat.json["prompt_tokens"]);
+  CHECK(r1.json["tokens"] == chat.json["tokens"]);
+
+  const TempFile three(R"({"messages": [
+      {"role": "user", "content": "Tell me a story about Tom."},
+      {"role": "assistant", "content": "Tom had a red ball. He played all day."},
+      {"role": "user", "content": "Tell me another story."}]})");
+  const test::CliResult r3 =
+      test::run_cli({"generate", "--json", "-n", "8", "--drafter", "none", "--messages", three.path.string()});
+  INFO(r3.describe());
+  REQUIRE(r3.json_ok);
+  const auto p1 = chat.json["prompt_tokens"].get<std::vector<int>>();
+  const auto p3 = r3.json["prompt_tokens"].get<std::vector<int>>();
+  REQUIRE(p3.size() > p1.size() + 10);
+  // The first turn up to its <|assistant|> marker opens the conversation unchanged (the text
+  // after the marker differs: "\n" alone against "\nTom had ...").
+  CHECK(std::equal(p1.begin(), p1.end() - 1, p3.begin()));
+}
+
+TEST_CASE("cli: --messages files that are not a conversation fail clearly", "[model][cli]") {
+  struct Case {
+    std::string text, expect;
+  };
+  for (const Case& c : {Case{"[{\"role\": \"user\", \"content\": ", "not JSON"}, Case{"[]", "no messages"},
+                        Case{"{\"model\": \"x\"}", "no messages"},
+                        Case{"[{\"role\": \"user\"}]", "string \"content\""},
+                        Case{"[{\"role\": \"tool\", \"content\": \"x\"}]", "role \"tool\""}}) {
+    const TempFile f(c.text);
+    const test::CliResult r = test::run_cli({"generate", "-n", "2", "--messages", f.path.string()});
+    INFO(r.describe());
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find(c.expect) != std::string::npos);
+  }
+  const test::CliResult missing = test::run_cli({"generate", "-n", "2", "--messages", "/no/such/conversation.json"});
+  INFO(missing.describe());
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find("cannot read /no/such/conversation.json") != std::string::npos);
+  const test::CliResult both =
+      test::run_cli({"generate", "-n", "2", "--messages", "/no/such/conversation.json", "--chat", "Hi"});
+  INFO(both.describe());
+  CHECK(both.exit_code == 2);
+}
