@@ -42,6 +42,8 @@ int cmd_chat(const CommonOptions& given) {
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line == "/reset") {
       history.resize(n_fixed);
+      std::fprintf(stderr, "(conversation reset: the next message starts a new chat%s)\n",
+                   n_fixed > 0 ? "; the system prompt stays" : "");
       continue;
     }
     if (line.empty()) continue;

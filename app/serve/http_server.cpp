@@ -99,12 +99,26 @@ bool ApiServer::authorized(const httplib::Request& req, httplib::Response& res) 
   return false;
 }
 
+std::string ApiServer::allowed_methods(const std::string& path) {
+  if (path == "/health" || path == "/v1/models" || path == "/metrics") return "GET";
+  if (path == "/v1/chat/completions" || path == "/v1/completions") return "POST";
+  return "";
+}
+
 void ApiServer::install_routes() {
   httplib::Server& s = *svr_;
   s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
     // Called for every status ≥ 400: bodies already written (JSON errors) are left alone.
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 404 && !authorized(req, res)) return httplib::Server::HandlerResponse::Handled;
+    // A known route asked with another method: 405 with the methods it takes (RFC 9110 §15.5.6).
+    if (res.status == 404) {
+      const std::string allow = allowed_methods(req.path);
+      if (!allow.empty()) {
+        res.status = 405;
+        res.set_header("Allow", allow);
+      }
+    }
     metrics_.count_request(res.status >= 500 ? "error" : "invalid");
     log_.info("refused " + req.method + " " + req.path + ": HTTP " + std::to_string(res.status));
     const std::string type = res.status >= 500 ? "server_error" : "invalid_request_error";

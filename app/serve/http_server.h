@@ -49,6 +49,8 @@ class ApiServer {
 
  private:
   void install_routes();
+  // The methods a known route takes ("GET", "POST"); "" for an unknown path.
+  static std::string allowed_methods(const std::string& path);
   // True when no key is configured or the request carries it (Authorization: Bearer <key>);
   // otherwise writes the 401 answer.
   bool authorized(const httplib::Request& req, httplib::Response& res);

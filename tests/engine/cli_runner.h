@@ -60,10 +60,10 @@ struct CliResult {
   }
 };
 
-// Runs `exe` with `args`, stdin from /dev/null. Kills it with SIGKILL after `timeout_s`.
-// Throws std::runtime_error when the process cannot be started at all.
+// Runs `exe` with `args`, stdin from `stdin_path` (empty: /dev/null). Kills it with SIGKILL
+// after `timeout_s`. Throws std::runtime_error when the process cannot be started at all.
 inline CliResult run_process(const std::string& exe, const std::vector<std::string>& args,
-                             int timeout_s = 180) {
+                             int timeout_s = 180, const std::string& stdin_path = "") {
   CliResult r;
   r.args = args;
   // Everything the child needs is prepared before fork (the child only dup2s and execs).
@@ -84,7 +84,11 @@ inline CliResult run_process(const std::string& exe, const std::vector<std::stri
     close(out_p[1]);
     throw std::runtime_error("run_process: pipe2 failed");
   }
-  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int devnull = open(stdin_path.empty() ? "/dev/null" : stdin_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (devnull < 0 && !stdin_path.empty()) {
+    for (int fd : {out_p[0], out_p[1], err_p[0], err_p[1]}) close(fd);
+    throw std::runtime_error("run_process: cannot open " + stdin_path);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid < 0) {
@@ -154,8 +158,8 @@ inline CliResult run_process(const std::string& exe, const std::vector<std::stri
 }
 
 // Runs the specchat-cli built with the tests.
-inline CliResult run_cli(const std::vector<std::string>& args, int timeout_s = 180) {
-  return run_process(cli_path(), args, timeout_s);
+inline CliResult run_cli(const std::vector<std::string>& args, int timeout_s = 180, const std::string& stdin_path = "") {
+  return run_process(cli_path(), args, timeout_s, stdin_path);
 }
 
 }  // namespace specchat::test

@@ -49,8 +49,8 @@ def json_cases():
               {"prompt": "x", "max_tokens": 10 ** 9}, {"prompt": "x", "temperature": -1},
               {"messages": MSG}]:
         c.append((comp, json.dumps(w).encode()))
-    # prompts over the context (the bundled pair has 256 tokens)
-    long_text = " ".join(["word"] * 600)
+    # prompts over the context (the bundled pair has 1,024 tokens; one token per word at least)
+    long_text = " ".join(["word"] * 3000)
     c.append((comp, json.dumps({"prompt": long_text, "max_tokens": 4}).encode()))
     c.append((chat, json.dumps({"messages": [{"role": "user", "content": long_text}]}).encode()))
     # invalid UTF-8 inside JSON strings
@@ -173,6 +173,16 @@ def main():
             assert not errors, errors[:5]
             assert sent == TOTAL, sent
             assert srv.proc.poll() is None, "the server died"
+            # A known route asked with the wrong method is 405 with an Allow header; an unknown
+            # path is 404 (RFC 9110 §15.5.5/6).
+            for method, path, status, allow in [("GET", "/v1/chat/completions", 405, "POST"),
+                                                ("POST", "/health", 405, "GET"), ("POST", "/v1/models", 405, "GET"),
+                                                ("PUT", "/v1/completions", 405, "POST"),
+                                                ("GET", "/v1/embeddings", 404, None), ("GET", "/", 404, None)]:
+                r = c.request(method, path, content=None if method == "GET" else b"{}")
+                assert r.status_code == status, (method, path, r.status_code, r.text[:200])
+                assert r.headers.get("allow") == allow, (method, path, r.headers.get("allow"))
+                check_error(r.status_code, r.content, f"{method} {path}")
             print(f"  {sent} malformed requests: {counts}")
 
         def still_works():

@@ -73,7 +73,7 @@ def target_layers(m, ids):
 def load_data(m):
     z = np.load(os.path.join(WORK, "gen.npz"))
     toks, offs = z["tokens"], z["offsets"]
-    # The target's context is 256: a reply that filled it ends with one token never fed back.
+    # A reply that filled the target's context ends with one token never fed back: cut to n_ctx.
     seqs = [toks[offs[i]:offs[i + 1]][:m.c.n_ctx] for i in range(len(offs) - 1)]
     offs = np.cumsum([0] + [len(s) for s in seqs]).astype(np.int64)
     path = os.path.join(WORK, "feats.f16")
@@ -161,8 +161,37 @@ def mtp_loss(mtp, tgt, seq, f):
 
 def make(role, c_override=None):
     if role == "dflash":
-        return DFlash(DFlashConfig(**(c_override or {})))
+        return DFlash(DFlashConfig(**({"n_ctx": TARGET.n_ctx} | (c_override or {}))))
     return MTP(TARGET)
+
+
+DFLASH_LAYER_MAP = [("attn_norm", "attn_norm"), ("wq", "attn_q"), ("wk", "attn_k"), ("wv", "attn_v"),
+                    ("wo", "attn_output"), ("ffn_norm", "ffn_norm"), ("w_gate", "ffn_gate"),
+                    ("w_up", "ffn_up"), ("w_down", "ffn_down")]
+
+
+def warm_start(role, dm, path):
+    """Loads the weights of an exported drafter GGUF (export_drafters.py's layout) into dm: family
+    v2's drafters start from v1's, whose target v2 was fine-tuned from."""
+    from reference_hidden import read_gguf
+    meta, t = read_gguf(path)
+    sd = {}
+    if role == "dflash":
+        assert [l - 1 for l in meta["dflash.target_layers"]] == list(dm.c.taps), "taps differ"
+        sd["fc.weight"] = t["fc.weight"]
+        sd["enc_norm.weight"] = t["enc.output_norm.weight"]
+        sd["out_norm.weight"] = t["output_norm.weight"]
+        for il in range(dm.c.n_layer):
+            for a, b in DFLASH_LAYER_MAP:
+                sd[f"layers.{il}.{a}.weight"] = t[f"blk.{il}.{b}.weight"]
+            sd[f"layers.{il}.q_norm.weight"] = t[f"blk.{il}.attn_q_norm.weight"]
+            sd[f"layers.{il}.k_norm.weight"] = t[f"blk.{il}.attn_k_norm.weight"]
+    else:
+        for n in ("eh_proj", "enorm", "hnorm"):
+            sd[f"{n}.weight"] = t[f"blk.0.nextn.{n}.weight"]
+        for a, b in DFLASH_LAYER_MAP:
+            sd[f"block.{a}.weight"] = t[f"blk.0.{b}.weight"]
+    dm.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in sd.items()}, strict=True)
 
 
 @torch.no_grad()
@@ -202,12 +231,16 @@ def main():
     ap.add_argument("--minutes", type=float, default=1e9)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=0, help="override the plan's step budget")
+    ap.add_argument("--init-gguf", default="", help="warm start from an exported drafter (family v1's)")
+    ap.add_argument("--lr", type=float, default=0, help="override the plan's peak learning rate")
     a = ap.parse_args()
     ensure_dirs()
     torch.set_num_threads(a.threads)
     plan = dict(PLAN[a.role])
     if a.steps:
         plan["steps"] = a.steps
+    if a.lr:
+        plan["lr"] = a.lr
     tgt = load_target()
     seqs, offs, feats, train_idx, held = load_data(tgt)
     torch.manual_seed(0)
@@ -224,6 +257,9 @@ def main():
         gen.set_state(ck["gen"])
         log(a.role, f"resumed at step {step}")
     else:
+        if a.init_gguf:
+            warm_start(a.role, dm, a.init_gguf)
+            log(a.role, f"warm start from {a.init_gguf}")
         n = sum(p.numel() for p in dm.parameters())
         log(a.role, f"start: {n} parameters, {len(train_idx)} training / {len(held)} held-out sequences, "
                     f"{int(offs[-1])} tokens, plan {json.dumps({k: v for k, v in plan.items() if k != 'gamma'})}")
