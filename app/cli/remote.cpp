@@ -35,6 +35,23 @@ EndpointUrl parse_endpoint_url(const std::string& url) {
 
 namespace {
 
+// What went wrong in words a user can act on (httplib's own names are one word: "Connection").
+std::string describe_http_error(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection:
+      return "could not connect (connection refused or host unreachable: is the server running on that port?)";
+    case httplib::Error::ConnectionTimeout: return "timed out while connecting";
+    case httplib::Error::Read: return "the connection broke while reading the answer (timed out or closed by the server)";
+    case httplib::Error::Write: return "the connection broke while sending the request";
+    case httplib::Error::SSLConnection:
+    case httplib::Error::SSLLoadingCerts:
+    case httplib::Error::SSLServerVerification: return "TLS failed (" + httplib::to_string(e) + ")";
+    case httplib::Error::Canceled: return "the request was cancelled";
+    default: return httplib::to_string(e);
+  }
+}
+
+
 // Sum of every sample of `name` (any labels) in a Prometheus text exposition; -1 when absent.
 double prom_sum(const std::string& text, const std::string& name) {
   std::istringstream in(text);
@@ -186,7 +203,7 @@ RemoteResult remote_generate(const CommonOptions& o, int draft_k, const std::fun
   };
   auto res = cli.send(req);
   if (!res) {
-    throw std::runtime_error("cannot reach the endpoint " + o.endpoint + ": " + httplib::to_string(res.error()));
+    throw std::runtime_error("cannot reach the endpoint " + o.endpoint + ": " + describe_http_error(res.error()));
   }
   if (status != 200) {
     throw std::runtime_error("the endpoint " + o.endpoint + " answered HTTP " + std::to_string(status) + ": " +

@@ -90,6 +90,7 @@ def main():
         # nobody listening (the server above is gone)
         p = run_cli("--endpoint", srv.url, "--chat", CHAT, "-n", "4")
         assert p.returncode == 1 and b"cannot reach" in p.stderr, p.stderr
+        assert b"could not connect" in p.stderr and b"server running" in p.stderr, p.stderr
         p = run_cli("--endpoint", "ftp://x", "--chat", CHAT)
         assert p.returncode == 1 and b"http" in p.stderr, p.stderr
 
