@@ -48,7 +48,8 @@ double GenerationStats::acceptance_rate() const {
   return n_drafted > 0 ? static_cast<double>(n_accepted) / n_drafted : 0.0;
 }
 double GenerationStats::mean_accepted_length() const {
-  return n_steps > 0 ? static_cast<double>(n_generated) / n_steps : 0.0;
+  const int produced = std::max(n_target_tokens, n_generated);
+  return n_steps > 0 ? static_cast<double>(produced) / n_steps : 0.0;
 }
 
 Generator::Generator(LlamaModel& target, LlamaModel* draft)

@@ -69,6 +69,10 @@ struct GenerationStats {
   int n_drafted = 0;          // draft tokens proposed to the target
   int n_accepted = 0;         // drafted tokens accepted *and emitted*
   int n_steps = 0;            // target verification (decode) forwards
+  // Tokens the verification steps produced: n_generated plus an EOS/end-of-turn token that ended
+  // the reply (never in `tokens`). τ's numerator, so plain decoding has τ = 1 exactly. 0 in
+  // statistics that did not record it (then τ falls back to n_generated).
+  int n_target_tokens = 0;
   int n_empty_drafts = 0;     // steps whose draft was empty
   double prefill_ms = 0;      // prompt processing, both models
   double ttft_ms = 0;         // request start -> first token available
@@ -81,7 +85,7 @@ struct GenerationStats {
   double tpot_ms() const;          // decode_ms / n_generated
 
   double acceptance_rate() const;  // α = n_accepted / n_drafted (0 when nothing drafted)
-  double mean_accepted_length() const;  // τ = n_generated / n_steps (bonus tokens included)
+  double mean_accepted_length() const;  // τ = n_target_tokens / n_steps (bonus tokens included)
 };
 
 struct GenerationResult {

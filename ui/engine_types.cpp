@@ -121,6 +121,7 @@ GenerationRecord to_generation_record(const GenerationSummary& s, const Generati
                                   {"n_drafted", t.n_drafted},
                                   {"n_accepted", t.n_accepted},
                                   {"n_steps", t.n_steps},
+                                  {"n_target_tokens", t.n_target_tokens},
                                   {"prefill_ms", t.prefill_ms},
                                   {"ttft_ms", t.ttft_ms},
                                   {"decode_ms", t.decode_ms},
@@ -155,6 +156,7 @@ LiveStats live_stats_from_record(const GenerationRecord& rec) {
   g.n_drafted = static_cast<int>(num(st, "n_drafted"));
   g.n_accepted = static_cast<int>(num(st, "n_accepted"));
   g.n_steps = static_cast<int>(num(st, "n_steps"));
+  g.n_target_tokens = static_cast<int>(num(st, "n_target_tokens"));  // 0 in records made before it existed
   g.prefill_ms = num(st, "prefill_ms");
   g.ttft_ms = num(st, "ttft_ms");
   g.decode_ms = num(st, "decode_ms");

@@ -61,7 +61,7 @@ struct Config {
 };
 
 struct Totals {
-  long tokens = 0, steps = 0, drafted = 0, accepted = 0, identical = 0, runs = 0;
+  long tokens = 0, tau_tokens = 0, steps = 0, drafted = 0, accepted = 0, identical = 0, runs = 0;
   double decode_ms = 0;
 };
 
@@ -170,6 +170,7 @@ int cmd_bench(BenchOptions& o) {
         const GenerationResult r = g.generate(req);
         Totals& t = tot[ci];
         t.tokens += r.stats.n_generated;
+        t.tau_tokens += std::max(r.stats.n_target_tokens, r.stats.n_generated);  // τ counts a final EOS
         t.steps += r.stats.n_steps;
         t.drafted += r.stats.n_drafted;
         t.accepted += r.stats.n_accepted;
@@ -193,7 +194,7 @@ int cmd_bench(BenchOptions& o) {
     const double base_tps = ts[0].decode_ms > 0 ? ts[0].tokens / (ts[0].decode_ms / 1000.0) : 0;
     for (size_t ci = 0; ci < cs.size(); ++ci) {
       const Totals& t = ts[ci];
-      const double tau = t.steps > 0 ? static_cast<double>(t.tokens) / t.steps : 0;
+      const double tau = t.steps > 0 ? static_cast<double>(t.tau_tokens) / t.steps : 0;
       const double alpha = t.drafted > 0 ? static_cast<double>(t.accepted) / t.drafted : 0;
       const double tps = t.decode_ms > 0 ? t.tokens / (t.decode_ms / 1000.0) : 0;
       const double speedup = base_tps > 0 ? tps / base_tps : 0;

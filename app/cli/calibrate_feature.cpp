@@ -19,15 +19,16 @@ using nlohmann::json;
 namespace {
 
 struct Totals {
-  long generated = 0, steps = 0;
+  long generated = 0, produced = 0, steps = 0;
   double decode_ms = 0;
   void add(const GenerationStats& s) {
     generated += s.n_generated;
+    produced += std::max(s.n_target_tokens, s.n_generated);
     steps += s.n_steps;
     decode_ms += s.decode_ms;
   }
   double tokens_per_s() const { return decode_ms > 0 ? 1000.0 * static_cast<double>(generated) / decode_ms : 0.0; }
-  double tau() const { return steps > 0 ? static_cast<double>(generated) / static_cast<double>(steps) : 0.0; }
+  double tau() const { return steps > 0 ? static_cast<double>(produced) / static_cast<double>(steps) : 0.0; }
 };
 
 std::string describe(const SpecSettings& s) {

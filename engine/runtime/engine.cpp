@@ -352,6 +352,7 @@ void Engine::verify_group(std::vector<Seq*>& group) {
         const int32_t id = drafted ? s.keep_ids[static_cast<size_t>(i) + 1] : oc.next_token;
         const size_t before = s.res.tokens.size();
         s.running = s.em.push(id, drafted, step);
+        ++st.n_target_tokens;
         if (s.res.tokens.size() > before) s.ctx.push_back(id);
       }
       if (st.ttft_ms == 0 && !s.res.tokens.empty()) st.ttft_ms = ms_since(s.t_start);

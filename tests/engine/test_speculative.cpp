@@ -202,3 +202,20 @@ TEST_CASE("prompts that do not fit, and empty prompts, give typed errors", "[mod
   r.max_tokens = 4;
   CHECK_NOTHROW(g.generate(r));
 }
+
+// Regression (τ of plain decoding was 0.998): the step that produces the EOS / end-of-turn
+// token that ends a reply counts for τ like any produced token, though the token is not emitted.
+TEST_CASE("tau of plain decoding is exactly 1 when the reply ends on end-of-turn", "[model][speculative]") {
+  ModelPair& mp = test::bundled_pair();
+  const auto prompt = mp.encode_chat({{"user", "Tom has 3 apples and buys 5 more. How many apples does he have?"}});
+  const GenerationResult r = run(mp, prompt, 400, 0);
+  INFO("finish " << finish_reason_name(r.finish) << " after " << r.tokens.size() << " tokens");
+  REQUIRE(r.finish == FinishReason::eos);  // the bundled target ends this answer within 400 tokens
+  CHECK(r.stats.n_steps == r.stats.n_generated + 1);
+  CHECK(r.stats.n_target_tokens == r.stats.n_steps);
+  CHECK(r.stats.mean_accepted_length() == 1.0);
+  // And a speculative run of the same reply: τ counts the final token too.
+  const GenerationResult s = run(mp, prompt, 400, 4);
+  REQUIRE(s.tokens == r.tokens);
+  CHECK(s.stats.n_target_tokens == s.stats.n_generated + 1);
+}

@@ -32,7 +32,7 @@ GroupAggregate make_group(const std::string& config, int conc, const std::string
   g.failures = failures;
   std::vector<double> ttft, tpot, lat, tps, speed;
   double in_tokens = 0;
-  long out = 0, steps = 0, drafted = 0, accepted = 0;
+  long out = 0, tau_out = 0, steps = 0, drafted = 0, accepted = 0;
   size_t depth = 0;
   for (const RequestRecord* r : recs) {
     ttft.push_back(r->ttft_ms);
@@ -41,6 +41,7 @@ GroupAggregate make_group(const std::string& config, int conc, const std::string
     tps.push_back(r->user_tokens_per_s());
     in_tokens += r->input_tokens;
     out += r->output_tokens;
+    tau_out += r->tau_tokens();
     steps += r->steps;
     drafted += r->drafted;
     accepted += r->accepted;
@@ -60,7 +61,7 @@ GroupAggregate make_group(const std::string& config, int conc, const std::string
   g.tpot_ms = summarize(tpot);
   g.latency_ms = summarize(lat);
   g.user_tokens_per_s = summarize(tps);
-  g.tau = steps > 0 ? static_cast<double>(out) / static_cast<double>(steps) : 0;
+  g.tau = steps > 0 ? static_cast<double>(tau_out) / static_cast<double>(steps) : 0;
   g.alpha = drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0;
   for (size_t p = 0; p < depth; ++p) {
     long num = 0, den = 0;
@@ -77,7 +78,7 @@ GroupAggregate make_group(const std::string& config, int conc, const std::string
       [&](const std::vector<size_t>& idx) {
         long o = 0, s = 0;
         for (size_t i : idx) {
-          o += recs[i]->output_tokens;
+          o += recs[i]->tau_tokens();
           s += recs[i]->steps;
         }
         return s > 0 ? static_cast<double>(o) / static_cast<double>(s) : 0.0;

@@ -29,7 +29,7 @@ struct GroupAggregate {
   int failures = 0;
   double mean_input_tokens = 0;
   Summary ttft_ms, tpot_ms, latency_ms, user_tokens_per_s;
-  // τ = output tokens / verification steps over the group's requests (a ratio of sums, so long
+  // τ = tokens the steps produced (output tokens plus a final EOS) / verification steps over the group's requests (a ratio of sums, so long
   // requests weigh more), with a bootstrap CI over requests; α = accepted / drafted.
   double tau = 0;
   Interval tau_ci;

@@ -10,7 +10,7 @@ json record_json(const RequestRecord& r) {
   return {{"prompt_id", r.prompt_id}, {"category", r.category}, {"tier", r.tier}, {"bucket", r.bucket},
           {"config", r.config}, {"concurrency", r.concurrency}, {"repeat", r.repeat}, {"wave", r.wave},
           {"input_tokens", r.input_tokens}, {"max_tokens", r.max_tokens}, {"output_tokens", r.output_tokens},
-          {"steps", r.steps}, {"drafted", r.drafted}, {"accepted", r.accepted}, {"empty_drafts", r.empty_drafts},
+          {"steps", r.steps}, {"target_tokens", r.target_tokens}, {"drafted", r.drafted}, {"accepted", r.accepted}, {"empty_drafts", r.empty_drafts},
           {"ttft_ms", r.ttft_ms}, {"latency_ms", r.latency_ms}, {"tpot_ms", r.tpot_ms},
           {"accept_lengths", r.accept_lengths}, {"accepted_at", r.accepted_at}, {"draft_steps", r.draft_steps},
           {"output_hash", r.output_hash}, {"identical", r.identical}, {"first_diff", r.first_diff},
@@ -31,6 +31,7 @@ RequestRecord record_from_json(const json& j) {
   r.max_tokens = j.at("max_tokens");
   r.output_tokens = j.at("output_tokens");
   r.steps = j.at("steps");
+  r.target_tokens = j.value("target_tokens", 0);  // absent in reports written before it existed
   r.drafted = j.at("drafted");
   r.accepted = j.at("accepted");
   r.empty_drafts = j.at("empty_drafts");

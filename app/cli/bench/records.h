@@ -20,6 +20,10 @@ struct RequestRecord {
   int input_tokens = 0, max_tokens = 0;
   int output_tokens = 0;                  // tokens emitted
   int steps = 0;                          // target verification (decode) forwards
+  // Tokens the steps produced, an EOS that ended the reply included (GenerationStats::
+  // n_target_tokens); 0 in records that did not store it. τ's numerator: tau_tokens().
+  int target_tokens = 0;
+  int tau_tokens() const { return target_tokens > output_tokens ? target_tokens : output_tokens; }
   int drafted = 0, accepted = 0;          // draft tokens proposed / accepted and emitted
   int empty_drafts = 0;                   // steps whose draft was empty
   double ttft_ms = 0;                     // queued -> first token

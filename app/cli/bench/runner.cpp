@@ -34,6 +34,7 @@ void fill_acceptance(RequestRecord& r, const GenerationResult& res, int depth) {
   const GenerationStats& st = res.stats;
   r.output_tokens = st.n_generated;
   r.steps = st.n_steps;
+  r.target_tokens = st.n_target_tokens;
   r.drafted = st.n_drafted;
   r.accepted = st.n_accepted;
   r.empty_drafts = st.n_empty_drafts;
