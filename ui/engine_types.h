@@ -26,7 +26,7 @@ struct GenerationSettings {
   // false (default): every request at temperature > 0 draws a fresh seed (request_settings), so
   // Regenerate gives another reply; true: sampling.seed is used for every request.
   bool pin_seed = false;
-  int max_tokens = 256;     // per reply
+  int max_tokens = 512;     // per reply (the bundled target holds 1,024 tokens; fit_context reserves at most half)
   int draft_k = SpecSettings{}.draft_k;  // drafted tokens per step (chain length); 0 = baseline (no drafter)
   DrafterKind drafter = DrafterKind::model;       // draft model (SpecSettings' default), or n-gram prompt lookup
   TreeMode tree_mode = SpecSettings{}.tree;       // chain, dynamic (EAGLE-2), optimal (Sequoia)
@@ -208,7 +208,7 @@ struct ContextRequest {
   quint64 id = 0;                        // echoed back; the newest answer wins
   std::vector<ContextMessage> messages;
   bool has_system = false;               // messages.front() is the system prompt
-  int max_tokens = 256;                  // reply reserve as RequestPlanner::fit_context keeps it
+  int max_tokens = 512;                  // reply reserve as RequestPlanner::fit_context keeps it
 };
 
 // The answer, in tokens of the loaded target's tokenizer. system + history + message is the
