@@ -1,5 +1,6 @@
 #include "app/cli/report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace specchat::cli {
@@ -38,6 +39,7 @@ nlohmann::json result_json(const GenerationResult& r, const std::vector<int32_t>
   j["n_drafted"] = s.n_drafted;
   j["n_accepted"] = s.n_accepted;
   j["n_steps"] = s.n_steps;
+  j["n_target_tokens"] = std::max(s.n_target_tokens, s.n_generated);  // τ's numerator: + a final EOS
   j["n_empty_drafts"] = s.n_empty_drafts;
   j["acceptance_rate"] = s.acceptance_rate();
   j["mean_accepted_length"] = s.mean_accepted_length();

@@ -229,7 +229,14 @@ inline void check_result(const json& r, const std::string& where) {
   // α and τ from the same counts.
   const double alpha = num(r, "acceptance_rate"), tau = num(r, "mean_accepted_length");
   CHECK(alpha == Approx(drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0));
-  CHECK(tau == Approx(steps > 0 ? static_cast<double>(gen) / steps : 0.0));
+  // τ's numerator: the tokens the steps produced, a final EOS / end-of-turn included.
+  const long produced = static_cast<long>(num(r, "n_target_tokens"));
+  if (r.at("finish_reason") == "stop") {
+    CHECK(produced >= gen);  // the tokens of a stop string are produced but not emitted
+  } else {
+    CHECK(produced == gen + (r.at("finish_reason") == "eos" ? 1 : 0));
+  }
+  CHECK(tau == Approx(steps > 0 ? static_cast<double>(produced) / steps : 0.0));
   const std::set<std::string> reasons{"length", "eos", "stop", "cancelled", "context_full"};
   CHECK(reasons.count(r.at("finish_reason").get<std::string>()) == 1);
   CHECK(utf8_valid(r.at("text").get<std::string>()));

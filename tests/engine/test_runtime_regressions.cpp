@@ -56,7 +56,8 @@ TEST_CASE("runtime regressions: bench reports to an unwritable path fail with a 
 }
 
 TEST_CASE("runtime regressions: a context past the model's training length is run with a warning", "[model][cli]") {
-  const auto r = test::run_cli({"generate", "--prompt", "Once upon a time", "-n", "4", "--ctx", "512", "--json"});
+  // Twice the bundled target's training context (1,024).
+  const auto r = test::run_cli({"generate", "--prompt", "Once upon a time", "-n", "4", "--ctx", "2048", "--json"});
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   REQUIRE(r.json_ok);

@@ -18,7 +18,7 @@ namespace specchat::bench {
 using Encoder = std::function<std::vector<int32_t>(const std::string&)>;
 
 // The buckets for a context of n_ctx tokens: n_ctx/8, n_ctx/4, n_ctx/2 and 3·n_ctx/4 up to
-// 4096 tokens of context (32, 64, 128, 192 for the bundled 256); beyond, 1024, 2048, 4096, …
+// 4096 tokens of context (128, 256, 512, 768 for the bundled 1,024); beyond, 1024, 2048, 4096, …
 // while ≤ 3·n_ctx/4 (room is left for the reply).
 std::vector<int> default_buckets(int n_ctx);
 

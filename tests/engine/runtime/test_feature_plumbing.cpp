@@ -271,7 +271,7 @@ TEST_CASE("feature drafters: every committed row's hidden states, two kinds in o
           "[model][engine][features]") {
   Rig rig(2);
   GenerateRequest a = request(rig, "Once upon a time, there was a little fox who", DrafterKind::block, 96);
-  GenerateRequest b = request(rig, "The weather today is", DrafterKind::mtp, 80);
+  GenerateRequest b = request(rig, "One day, a boy named Tom went to the park and", DrafterKind::mtp, 80);
   const GenerationResult base_a = rig.baseline(a), base_b = rig.baseline(b);
   // Both kinds in both slots know both continuations: whichever slot a request lands in.
   for (FakeFeatureDrafter* d : rig.block) d->truth = with_reply(a, base_a);

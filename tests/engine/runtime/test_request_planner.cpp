@@ -460,7 +460,8 @@ TEST_CASE("request planner on the bundled pair: context fitting and the calibrat
   const int n_ctx = pair.target->n_ctx();
   std::vector<ContextMessage> conv = {{{"system", "You are brief."}, {}, 0, {}}};
   const std::string turn = "Tell me about the harbour, the boats and the fishermen who sell fish at the market.";
-  for (int i = 0; i < 12; ++i) {
+  // About 40 tokens per exchange: n_ctx / 16 exchanges overflow any context (256 or 1,024).
+  for (int i = 0; i < n_ctx / 16; ++i) {
     conv.push_back({{"user", turn}, {}, 0, {}});
     conv.push_back({{"assistant", turn}, {}, 0, {}});
   }

@@ -19,7 +19,7 @@ TEST_CASE("throughput suite: every prompt within 10% of its bucket, ids = the bu
   REQUIRE(test::bundled_models_present());
   ModelPair& pair = test::bundled_pair();
   const BenchSuite s = load_suite(test::source_dir() + "/resources/bench/throughput.json");
-  CHECK(default_buckets(pair.target->n_ctx()) == std::vector<int>{32, 64, 128, 192});
+  CHECK(default_buckets(pair.target->n_ctx()) == std::vector<int>{128, 256, 512, 768});
   for (const BenchPrompt& p : s.prompts) {
     INFO(p.id);
     const std::vector<int32_t> ids = pair.encode_prompt(p.turns.front());
@@ -28,7 +28,7 @@ TEST_CASE("throughput suite: every prompt within 10% of its bucket, ids = the bu
   }
   // The committed file is the generator's output (scripts/make-throughput-suite).
   ThroughputOptions to;
-  to.buckets = {32, 64, 128, 192};
+  to.buckets = {128, 256, 512, 768};
   to.tokenizer = s.tokenizer;
   const BenchSuite again = make_throughput_suite([&](const std::string& t) { return pair.encode_prompt(t); }, to);
   CHECK(suite_to_json(again) == suite_to_json(s));

@@ -47,7 +47,7 @@ TEST_CASE("throughput suite: every tier x bucket, text and ids", "[unit][bench]"
     ++cells[prompt_group(p)];
   }
   for (const std::string& t : entropy_tiers()) {
-    for (int b : {32, 64, 128, 192}) {
+    for (int b : {128, 256, 512, 768}) {
       INFO(t << "/" << b);
       CHECK(cells[t + "/" + std::to_string(b)] >= 2);
     }
