@@ -16,10 +16,7 @@ namespace specchat {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-// Whether the calibration's {size, fingerprint} entry describes the file at `path`.
-bool same_file(const json& stored, const std::string& path) {
+bool calibration_describes_file(const json& stored, const std::string& path) {
   if (!stored.is_object()) return false;
   try {
     return stored.value("size", uint64_t{0}) == file_size_bytes(path) &&
@@ -28,6 +25,8 @@ bool same_file(const json& stored, const std::string& path) {
     return false;
   }
 }
+
+namespace {
 
 // The acceptance vector of a calibration object; empty when absent or not a list of
 // probabilities (SequoiaPlanner's contract: finite, in [0, 1]).
@@ -77,7 +76,8 @@ Calibration load_calibration(const std::string& target_path, const std::string& 
     c.problem = "calibration " + c.path + " is not a JSON object";
     return c;
   }
-  if (!same_file(doc.value("target", json()), target_path) || !same_file(doc.value("draft", json()), draft_path)) {
+  if (!calibration_describes_file(doc.value("target", json()), target_path) ||
+      !calibration_describes_file(doc.value("draft", json()), draft_path)) {
     c.status = Calibration::Status::other_files;
     c.problem = "calibration " + c.path + " was made for other model files (re-run `specchat-cli calibrate`)";
     return c;

@@ -54,6 +54,10 @@ struct Calibration {
 // is a status and a `problem` text.
 Calibration load_calibration(const std::string& target_path, const std::string& draft_path, int threads);
 
+// Whether a stored {"size", "fingerprint"} entry (calibration_file_info) describes the file at
+// `path` now. Never throws: an unreadable file or a malformed entry is false.
+bool calibration_describes_file(const nlohmann::json& stored, const std::string& path);
+
 // {"file": name, "size": bytes, "fingerprint": file_fingerprint} of a model file. Throws
 // std::filesystem::filesystem_error / std::runtime_error when it cannot be read.
 nlohmann::json calibration_file_info(const std::string& model_path);

@@ -5,22 +5,13 @@
 #include <stdexcept>
 
 #include "engine/speculative/calibration_file.h"
+#include "engine/speculative/calibration_store.h"
 
 namespace specchat {
 
 using nlohmann::json;
 
 namespace {
-
-bool same_file(const json& stored, const std::string& path) {
-  if (!stored.is_object()) return false;
-  try {
-    return stored.value("size", uint64_t{0}) == file_size_bytes(path) &&
-           stored.value("fingerprint", std::string()) == file_fingerprint(path);
-  } catch (const std::exception&) {
-    return false;
-  }
-}
 
 SpecSettings base(DrafterChoice d) {
   SpecSettings s;
@@ -131,8 +122,8 @@ FeatureCalibration load_feature_calibration(const std::string& target_path, cons
     c.problem = "calibration " + c.path + " is not a JSON object";
     return c;
   }
-  if (doc.value("kind", std::string()) != name || !same_file(doc.value("target", json()), target_path) ||
-      !same_file(doc.value("drafter", json()), drafter_path)) {
+  if (doc.value("kind", std::string()) != name || !calibration_describes_file(doc.value("target", json()), target_path) ||
+      !calibration_describes_file(doc.value("drafter", json()), drafter_path)) {
     c.status = FeatureCalibration::Status::other_files;
     c.problem = "calibration " + c.path + " was made for other model files (re-run `specchat-cli calibrate --drafter " +
                 name + "`)";
