@@ -39,15 +39,20 @@ BenchConfig parse_config(const std::string& text) {
   if (c.family == "baseline") {
     s.drafter = DrafterChoice::none;
     s.draft_k = 0;
-  } else if (c.family == "chain" || c.family == "ngram") {
-    s.drafter = c.family == "chain" ? DrafterChoice::model : DrafterChoice::ngram;
+  } else if (c.family == "chain" || c.family == "ngram" || c.family == "block" || c.family == "mtp") {
+    s.drafter = c.family == "chain"   ? DrafterChoice::model
+                : c.family == "ngram" ? DrafterChoice::ngram
+                : c.family == "block" ? DrafterChoice::block
+                                      : DrafterChoice::mtp;
     s.tree = TreeMode::chain;
-  } else if (c.family == "dynamic" || c.family == "optimal") {
-    s.drafter = DrafterChoice::model;
-    s.tree = c.family == "dynamic" ? TreeMode::dynamic : TreeMode::optimal;
+  } else if (c.family == "dynamic" || c.family == "optimal" || c.family == "block-tree" || c.family == "mtp-tree") {
+    s.drafter = c.family == "block-tree" ? DrafterChoice::block
+                : c.family == "mtp-tree" ? DrafterChoice::mtp
+                                         : DrafterChoice::model;
+    s.tree = c.family == "optimal" ? TreeMode::optimal : TreeMode::dynamic;
   } else {
     throw ConfigError("configuration '" + text + "': unknown family '" + c.family +
-                      "' (baseline, chain, dynamic, optimal, ngram)");
+                      "' (baseline, chain, dynamic, optimal, ngram, block, block-tree, mtp, mtp-tree)");
   }
   std::set<std::string> seen;
   for (size_t i = 1; i < parts.size(); ++i) {
@@ -55,25 +60,26 @@ BenchConfig parse_config(const std::string& text) {
     if (eq == std::string::npos) throw ConfigError("configuration '" + text + "': expected key=value, got '" + parts[i] + "'");
     const std::string key = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
     if (!seen.insert(key).second) throw ConfigError("configuration '" + text + "': key " + key + " given twice");
-    const bool chainish = c.family == "chain" || c.family == "ngram";
+    const bool chainish = !c.baseline() && s.tree == TreeMode::chain;
     if (key == "k" && chainish) {
       s.draft_k = parse_int(text, key, v, 1, 64);
     } else if (key == "n" && !chainish && !c.baseline()) {
       s.node_budget = parse_int(text, key, v, 1, 127);
     } else if (key == "d" && !chainish && !c.baseline()) {
       s.depth = parse_int(text, key, v, 1, 64);
-    } else if (key == "b" && c.family == "dynamic") {
+    } else if (key == "b" && !c.baseline() && s.tree == TreeMode::dynamic) {
       s.branch = parse_int(text, key, v, 1, 32);
     } else {
       throw ConfigError("configuration '" + text + "': key '" + key + "' does not apply to " + c.family +
-                        " (chain/ngram: k; dynamic: n, d, b; optimal: n, d)");
+                        " (chain/ngram/block/mtp: k; dynamic/block-tree/mtp-tree: n, d, b; optimal: n, d)");
     }
   }
   // Canonical name: every key the family uses, in a fixed order.
   if (c.baseline()) c.name = "baseline";
-  else if (c.family == "chain" || c.family == "ngram") c.name = c.family + ":k=" + std::to_string(s.draft_k);
-  else if (c.family == "dynamic")
-    c.name = "dynamic:n=" + std::to_string(s.node_budget) + ":d=" + std::to_string(s.depth) + ":b=" + std::to_string(s.branch);
+  else if (s.tree == TreeMode::chain) c.name = c.family + ":k=" + std::to_string(s.draft_k);
+  else if (s.tree == TreeMode::dynamic)
+    c.name = c.family + ":n=" + std::to_string(s.node_budget) + ":d=" + std::to_string(s.depth) + ":b=" +
+             std::to_string(s.branch);
   else c.name = "optimal:n=" + std::to_string(s.node_budget) + ":d=" + std::to_string(s.depth);
   return c;
 }

@@ -5,6 +5,11 @@
 //   dynamic:n=16:d=5:b=3          dynamic tree (EAGLE-2): node budget n, depth d, branch b
 //   optimal:n=16:d=6              static Sequoia tree from the pair's calibration
 //   ngram:k=4                     n-gram prompt lookup, a chain of k tokens
+//   block:k=7                     the DFlash block drafter, a chain of k ≤ B − 1 tokens
+//   block-tree:n=16:d=7:b=3       a tree from the block's marginals
+//   mtp:k=2 / mtp-tree:n=10:d=4:b=2  the MTP head, a chain / a dynamic tree
+// (block and MTP run where their files are found beside the target; otherwise plain decoding
+// with a warning, as RequestPlanner::plan_tree says.)
 // Omitted keys take SpecSettings' defaults (engine/runtime/spec_settings.h).
 #pragma once
 
@@ -23,7 +28,7 @@ class ConfigError : public std::invalid_argument {
 
 struct BenchConfig {
   std::string name;       // canonical spelling, e.g. "chain:k=4" (also the key in reports)
-  std::string family;     // baseline | chain | dynamic | optimal | ngram
+  std::string family;     // baseline | chain | dynamic | optimal | ngram | block | block-tree | mtp | mtp-tree
   SpecSettings settings;  // drafter none for baseline
   bool baseline() const { return family == "baseline"; }
 };

@@ -2,12 +2,25 @@
 
 #include <algorithm>
 
+#include "engine/drafters/install.h"
 #include "engine/model.h"
 
 namespace specchat::bench {
 
 EngineBackend::EngineBackend(ModelPair& pair, int threads)
-    : pair_(pair), engine_(*pair.target, pair.draft.get()), planner_(pair, threads) {}
+    : pair_(pair), engine_(*pair.target, pair.draft.get()), planner_(pair, threads) {
+  // The block drafter and MTP head found beside the target, for the block/mtp families; none
+  // found is fine (their configurations then decode plainly with the planner's warning).
+  FeatureDrafterRequest req;
+  req.block = req.mtp = true;
+  req.optional = true;
+  req.n_threads = threads;
+  try {
+    planner_.set_feature_drafters(install_feature_drafters(engine_, req));
+  } catch (const std::exception& e) {  // a drafter file that cannot serve this target
+    warnings.push_back(std::string("block drafter / MTP head not used: ") + e.what());
+  }
+}
 
 std::vector<int32_t> EngineBackend::encode(const BenchPrompt& p, const std::string& prompt_format) {
   if (prompt_format == "raw") return pair_.encode_prompt(p.turns.front());

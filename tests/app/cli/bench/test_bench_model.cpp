@@ -1,5 +1,6 @@
 // [model] checks of the benchmark suite with the bundled pair: the throughput suite's buckets,
 // and a tiny run of `specchat-cli bench --suite` end to end (reports included).
+#include <map>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -122,12 +123,17 @@ TEST_CASE("bench: the draft model is loaded when --draft is not given", "[model]
   }
   CHECK(saw_chain);
   const std::string dir = (std::filesystem::temp_directory_path() / "specchat_bench_draft").string();
-  const auto s = test::run_cli({"bench", "--suite", "qualitative", "--per-group", "1", "--configs", "chain:k=3", "-n",
-                                "8", "--threads", "2", "--report", dir});
+  const auto s = test::run_cli({"bench", "--suite", "qualitative", "--per-group", "1", "--configs",
+                                "chain:k=3,block:k=3,mtp-tree:n=6:d=3:b=2", "-n", "8", "--threads", "2", "--report", dir});
   INFO(s.describe());
   REQUIRE(s.exit_code == 0);
   const LoadedReport lr = load_report(dir + "/report.json");
-  long drafted = 0;
-  for (const RequestRecord& rec : lr.run.records) drafted += rec.drafted;
-  CHECK(drafted > 0);
+  std::map<std::string, long> drafted;
+  for (const RequestRecord& rec : lr.run.records) {
+    drafted[rec.config] += rec.drafted;
+    if (rec.config != "baseline") CHECK(rec.identical);  // the bundled drafters are lossless here too
+  }
+  CHECK(drafted["chain:k=3"] > 0);
+  CHECK(drafted["block:k=3"] > 0);  // the bundled block drafter, found beside the target
+  CHECK(drafted["mtp-tree:n=6:d=3:b=2"] > 0);
 }

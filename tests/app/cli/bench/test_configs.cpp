@@ -18,6 +18,21 @@ TEST_CASE("configs: families, keys, canonical names, baseline first", "[unit][be
   CHECK(cs[3].name == "optimal:n=8:d=" + std::to_string(SpecSettings{}.depth));
   CHECK(cs[4].settings.drafter == DrafterChoice::ngram);
   CHECK(parse_configs("chain:k=2").front().baseline());  // baseline added when absent
+  // The drafters that read the target's hidden states.
+  const auto fs = parse_configs("block:k=7,block-tree:n=16:d=7:b=3,mtp:k=2,mtp-tree:n=10:d=4:b=2");
+  REQUIRE(fs.size() == 5);
+  CHECK(fs[1].name == "block:k=7");
+  CHECK(fs[1].settings.drafter == DrafterChoice::block);
+  CHECK(fs[1].settings.tree == TreeMode::chain);
+  CHECK(fs[2].name == "block-tree:n=16:d=7:b=3");
+  CHECK(fs[2].settings.drafter == DrafterChoice::block);
+  CHECK(fs[2].settings.tree == TreeMode::dynamic);
+  CHECK(fs[2].settings.node_budget == 16);
+  CHECK(fs[3].settings.drafter == DrafterChoice::mtp);
+  CHECK(fs[3].settings.draft_k == 2);
+  CHECK(fs[4].name == "mtp-tree:n=10:d=4:b=2");
+  CHECK_THROWS_AS(parse_config("block:n=4"), ConfigError);
+  CHECK_THROWS_AS(parse_config("mtp-tree:k=2"), ConfigError);
 }
 
 TEST_CASE("configs: bad text is refused with a message", "[unit][bench]") {
