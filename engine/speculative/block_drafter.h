@@ -39,7 +39,9 @@ DraftTree tree_from_marginals(std::span<const Distribution> q, const TreeBudget&
 // finished() can keep exactly the rows of the prefix shared with a new context.
 //
 // propose(ctx): anchor = ctx.back() at position n − 1, rows cut to the prefix shared with ctx
-// (at most n − 1); no rows or no room → empty tree. If fewer than n − 1 rows are held (the
+// (at most n − 1); no rows or no room → empty tree. The block is as wide as the tree is deep
+// (anchor + depth rows, DFlashModel::draft_block's `width`), not B: the MASK rows past the
+// deepest drafted position only cost time. If fewer than n − 1 rows are held (the
 // engine has not observed every token yet) it still drafts from the rows it has: quality
 // drops, the verification stays lossless. Marginals are processed with the request's
 // SamplingParams (as ModelDrafter); greedy trees rank candidates by the drafter's plain

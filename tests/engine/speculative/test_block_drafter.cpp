@@ -231,14 +231,16 @@ TEST_CASE("BlockDrafter keeps the context-row invariant and drafts from the bloc
     CHECK(d.propose(ctx, budget(TreeMode::chain, 9, 9, 1), 2, greedy, rng).size() == 2);
     CHECK(d.propose(ctx, budget(TreeMode::chain, 3, 9, 1), 100, greedy, rng).size() == 3);
     CHECK(d.propose(ctx, budget(TreeMode::chain, 3, 9, 1), 0, greedy, rng).empty());
-    // A greedy tree branches (ranked by the drafter's softmax) and its first level is the top-2.
+    // A greedy tree branches (ranked by the drafter's softmax) and its first level is the top-2
+    // of a block as wide as the tree is deep (anchor + 3 rows).
     const DraftTree tr = d.propose(ctx, budget(TreeMode::dynamic, 8, 3, 2), 100, greedy, rng);
     tr.validate();
     CHECK(tr.size() == 8);
     CHECK(tr.depth() <= 3);
     const auto kids = tr.children(0);
     REQUIRE(kids.size() == 2);
-    CHECK(tr.nodes[static_cast<size_t>(kids[0])].token == t.nodes[0].token);
+    fx.model->draft_block(st, fx.ids.back(), n - 1, logits, 3, 4);
+    CHECK(tr.nodes[static_cast<size_t>(kids[0])].token == argmax(std::span<const float>(logits).first(nv)));
   }
   SECTION("sampled chain: drawn from the processed marginals") {
     SamplingParams p;
