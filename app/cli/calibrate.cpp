@@ -72,6 +72,13 @@ void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
   cmd.add_option("--rounds", o.rounds, "block/mtp: passes over the prompts")->check(CLI::Range(1, 100));
 }
 
+void print_calibration_json(const nlohmann::json& cal, const std::string& path, double seconds) {
+  json shown = cal;
+  shown["path"] = path;
+  shown["seconds"] = seconds;
+  std::cout << shown.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
 int cmd_calibrate(const CalibrateOptions& o) {
   if (o.drafter == "block" || o.drafter == "mtp") return cmd_calibrate_feature(o);
   using Clock = std::chrono::steady_clock;
@@ -146,10 +153,7 @@ int cmd_calibrate(const CalibrateOptions& o) {
   write_calibration_file(out, j);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (o.json) {
-    json shown = j;
-    shown["path"] = out;
-    shown["seconds"] = secs;
-    std::cout << shown.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+    print_calibration_json(j, out, secs);
   } else {
     std::printf("calibration written to %s (%d prompts, %lld positions, %.1f s)\na[r] =", out.c_str(), used,
                 static_cast<long long>(counts.positions()), secs);

@@ -51,6 +51,10 @@ std::string find_prompts_file(const std::string& given);
 // strings (raw text); at most max_prompts (0 = all). Throws std::runtime_error when unreadable.
 std::vector<std::vector<int32_t>> load_prompts(const ModelPair& pair, const std::string& path, int max_prompts);
 
+// calibrate --json: the calibration written, plus "path" (where) and "seconds" (how long it
+// took), as one line on stdout.
+void print_calibration_json(const nlohmann::json& cal, const std::string& path, double seconds);
+
 // `specchat-cli calibrate --drafter block|mtp` (engine/speculative/feature_calibration.h):
 // greedy speculative decoding with every configuration of feature_calibration_grid on the
 // held-out prompts, each prompt run plainly and with every configuration in turn (the order

@@ -127,10 +127,7 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   write_calibration_file(out, j);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (o.json) {
-    json shown = j;
-    shown["path"] = out;
-    shown["seconds"] = secs;
-    std::cout << shown.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+    print_calibration_json(j, out, secs);
     return 0;
   }
   std::printf("calibration of the %s drafter written to %s (%d prompts x %d rounds, %.1f s)\n", o.drafter.c_str(),
