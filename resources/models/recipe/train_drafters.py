@@ -1,6 +1,7 @@
 """Trains the feature drafters (DFlash block drafter, MTP head) on the frozen bundled target.
 
-usage: train_drafters.py dflash|mtp [--minutes M] [--threads N] [--steps S]
+usage: train_drafters.py dflash|mtp [--minutes M] [--threads N] [--steps S] [--lr LR]
+                         [--init-gguf F] [--blocks 4,8,16] [--run NAME]
 
 Data: target-generated text from gen_text.py (work/gen.npz: token ids of prompt + reply, one
 sequence per request), split 95/5 into training and held-out sequences. The target's hidden
@@ -8,7 +9,7 @@ states at the taps are computed once with the PyTorch target read back from the 
 cached in work/feats.f16 ([tokens, 4 layers, d_model]: target layers 1, 3, 4, 5 = the DFlash
 taps and the MTP input).
 
-Resumable like train.py: work/<role>.pt holds model, optimiser, step and RNG state; the cosine
+Resumable like train.py: work/<role>.pt (or work/<run>.pt) holds model, optimiser, step and RNG state; the cosine
 schedule is sized to the role's step budget, so an interrupted run resumes on the same curve.
 Logs: logs/<role>.log.
 """
@@ -35,7 +36,7 @@ FEAT_LAYERS = [1, 3, 4, 5]   # cached target layers (outputs of blocks[il])
 PLAN = {
     # DFlash: per step `batch` sequences, `rows` block rows per sequence (anchors = rows / B),
     # B drawn from `blocks` per step. Loss weight exp(-(k-1)/gamma) (DFlash §3), gamma by B.
-    "dflash": dict(batch=6, rows=96, blocks=[8, 16], gamma={8: 4.0, 16: 7.0},
+    "dflash": dict(batch=6, rows=96, blocks=[8, 16], gamma={4: 3.0, 8: 4.0, 16: 7.0},
                    steps=1200, lr=2e-3, warmup=60, wd=0.05),
     "mtp": dict(batch=8, steps=900, lr=2e-3, warmup=50, wd=0.05),
 }
@@ -79,6 +80,8 @@ def load_data(m):
     path = os.path.join(WORK, "feats.f16")
     shape = (int(offs[-1]), len(FEAT_LAYERS), m.c.d_model)
     done_path = path + ".done"
+    if os.path.exists(done_path) and np.load(path, mmap_mode="r").shape != shape:
+        os.remove(done_path)  # gen.npz grew (gen_text.py --n more): the cache is stale
     if not os.path.exists(done_path):
         feats = np.lib.format.open_memmap(path, mode="w+", dtype=np.float16, shape=shape)
         t0 = time.time()
@@ -90,7 +93,9 @@ def load_data(m):
         del feats
         open(done_path, "w").write("ok\n")
     feats = np.load(path, mmap_mode="r")
-    n_held = max(8, len(seqs) // 20)
+    # Held out: the first 5 % of family v2's 999 sequences (49), kept fixed when gen_text.py
+    # appends more requests (it keeps the earlier ones first, in order).
+    n_held = max(8, min(len(seqs), 999) // 20)
     idx = list(range(len(seqs)))
     return seqs, offs, feats, idx[n_held:], idx[:n_held]
 
@@ -200,7 +205,7 @@ def evaluate(role, dm, tgt, seqs, offs, feats, held):
     dm.eval()
     if role == "dflash":
         res = {}
-        for B in (8, 16):
+        for B in (4, 8, 16):
             losses, corrects = [], []
             for i in held:
                 loss, corr = dflash_loss(dm, tgt, seqs[i], seq_feats(feats, offs, i, dm.c.taps), B,
@@ -233,6 +238,8 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="override the plan's step budget")
     ap.add_argument("--init-gguf", default="", help="warm start from an exported drafter (family v1's)")
     ap.add_argument("--lr", type=float, default=0, help="override the plan's peak learning rate")
+    ap.add_argument("--blocks", default="", help="block sizes drawn per step, e.g. 4,8,16 (DFlash; default the plan's 8,16)")
+    ap.add_argument("--run", default="", help="checkpoint name under work/ (default: the role), for a second run beside the first")
     a = ap.parse_args()
     ensure_dirs()
     torch.set_num_threads(a.threads)
@@ -241,12 +248,15 @@ def main():
         plan["steps"] = a.steps
     if a.lr:
         plan["lr"] = a.lr
+    if a.blocks:
+        plan["blocks"] = [int(b) for b in a.blocks.split(",")]
+        assert all(b in plan["gamma"] for b in plan["blocks"]), f"no loss weight for blocks {plan['blocks']}"
     tgt = load_target()
     seqs, offs, feats, train_idx, held = load_data(tgt)
     torch.manual_seed(0)
     dm = make(a.role)
     opt = torch.optim.AdamW(dm.parameters(), lr=plan["lr"], weight_decay=plan["wd"], betas=(0.9, 0.95))
-    ck_path = os.path.join(WORK, f"{a.role}.pt")
+    ck_path = os.path.join(WORK, f"{a.run or a.role}.pt")
     step = 0
     gen = torch.Generator().manual_seed(42)
     if os.path.exists(ck_path):
