@@ -15,15 +15,17 @@ namespace fs = std::filesystem;
 
 std::string bundled_models_dir() {
   if (const char* env = std::getenv("SPECCHAT_MODELS")) return env;
-#ifdef SPECCHAT_MODELS_DIR
-  if (fs::exists(fs::path(SPECCHAT_MODELS_DIR) / "specchat-target.gguf")) return SPECCHAT_MODELS_DIR;
-#endif
+  // An installed program uses its own copy first, even on a machine that also holds a source
+  // tree at the path compiled in (the packaging test runs the unpacked .deb beside the build).
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     const fs::path p = exe.parent_path().parent_path() / "share" / "specchat" / "models";
-    if (fs::exists(p)) return p.string();
+    if (fs::exists(p / "specchat-target.gguf", ec)) return p.string();
   }
+#ifdef SPECCHAT_MODELS_DIR
+  if (fs::exists(fs::path(SPECCHAT_MODELS_DIR) / "specchat-target.gguf", ec)) return SPECCHAT_MODELS_DIR;
+#endif
   return "resources/models";
 }
 

@@ -76,8 +76,10 @@ struct ModelPair {
 std::string choose_chat_template(const std::string& file_template, const std::string& user_pick,
                                  const std::string& fallback, std::vector<std::string>& warnings);
 
-// Where the bundled models live: $SPECCHAT_MODELS, else the source tree's resources/models
-// (development builds), else <exe dir>/../share/specchat/models.
+// Where the bundled models live: $SPECCHAT_MODELS, else <exe dir>/../share/specchat/models when
+// it holds the target (an installed program, e.g. from the .deb), else the source tree's
+// resources/models (development builds), else "resources/models" relative to the working
+// directory.
 std::string bundled_models_dir();
 std::string bundled_target_path();
 std::string bundled_draft_path();

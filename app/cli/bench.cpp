@@ -1,4 +1,5 @@
 #include "app/cli/bench.h"
+#include "app/cli/data_files.h"
 
 #include <cstdio>
 #include <fstream>
@@ -94,7 +95,7 @@ int cmd_bench(BenchOptions& o) {
   apply_draft(c, true, po);  // --draft, the bundled draft, or one found beside --model
   po.n_threads = c.threads;
   ModelPair pair = ModelPair::load(po);
-  const std::string prompts_path = o.prompts.empty() ? std::string(SPECCHAT_SOURCE_DIR) + "/tests/data/heldout_prompts.json" : o.prompts;
+  const std::string prompts_path = o.prompts.empty() ? bundled_data_file("heldout_prompts.json") : o.prompts;
   const auto prompts = load_bench_prompts(prompts_path, o.max_prompts);
 
   auto make = [&](const std::string& family, int budget, const std::string& tree, int depth, int branch,

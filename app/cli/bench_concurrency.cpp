@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/bench.h"
+#include "app/cli/data_files.h"
 #include "engine/model_pair.h"
 #include "engine/runtime/engine.h"
 
@@ -69,7 +70,7 @@ int cmd_bench_concurrency(BenchOptions& o) {
   po.n_seq = n_conc;
   ModelPair pair = ModelPair::load(po);
   const std::string prompts_path =
-      o.prompts.empty() ? std::string(SPECCHAT_SOURCE_DIR) + "/tests/data/heldout_prompts.json" : o.prompts;
+      o.prompts.empty() ? bundled_data_file("heldout_prompts.json") : o.prompts;
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& [kind, text] : load_bench_prompts(prompts_path, o.max_prompts)) {
     auto ids = kind == "chat" ? pair.encode_chat({{"user", text}}) : pair.encode_prompt(text);

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "app/cli/bench.h"
+#include "app/cli/data_files.h"
 #include "app/cli/bench/aggregate.h"
 #include "app/cli/bench/configs.h"
 #include "app/cli/bench/engine_backend.h"
@@ -26,12 +27,7 @@ namespace {
 // A bundled suite name, or the path as given.
 std::string resolve_suite(const std::string& s) {
   if (s != "qualitative" && s != "throughput") return s;
-  for (const std::string& dir : {std::string(SPECCHAT_SOURCE_DIR) + "/resources/bench",
-                                 std::filesystem::path(bundled_target_path()).parent_path().parent_path().string() + "/bench"}) {
-    const std::string p = dir + "/" + s + ".json";
-    if (std::filesystem::exists(p)) return p;
-  }
-  throw std::runtime_error("the bundled suite '" + s + "' is not installed");
+  return bundled_data_file(s + ".json");
 }
 
 void print_summary(const bench::Aggregates& agg) {

@@ -13,6 +13,7 @@
 #include "engine/speculative/calibration_file.h"
 #include "engine/speculative/calibration_store.h"
 #include "engine/speculative/sequoia.h"
+#include "app/cli/data_files.h"
 
 namespace specchat::cli {
 
@@ -20,12 +21,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string find_prompts_file(const std::string& given) {
-  if (!given.empty()) return given;
-  const std::string rel = "tests/data/heldout_prompts.json";
-  if (fs::exists(rel)) return rel;
-  const fs::path beside_models = fs::path(bundled_models_dir()) / ".." / ".." / rel;
-  if (fs::exists(beside_models)) return beside_models.lexically_normal().string();
-  throw std::runtime_error("no held-out prompts found (tried " + rel + "); pass --prompts FILE");
+  return given.empty() ? bundled_data_file("heldout_prompts.json") : given;
 }
 
 // {"prompts": [{"kind": "text"|"chat", "text": ...}]} or a plain array of strings (raw text).

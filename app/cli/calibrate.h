@@ -44,8 +44,9 @@ struct CalibrateOptions {
 
 void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o);
 
-// The held-out prompts file: `given`, else tests/data/heldout_prompts.json from the working
-// folder or beside the bundled models. Throws std::runtime_error when none is found.
+// The held-out prompts file: `given`, else the bundled heldout_prompts.json (installed beside
+// the CLI, or the source tree's tests/data: bundled_data_file). Throws std::runtime_error when
+// none is found.
 std::string find_prompts_file(const std::string& given);
 // Its prompts as ids: {"prompts": [{"kind": "text"|"chat", "text": ...}]} or a plain array of
 // strings (raw text); at most max_prompts (0 = all). Throws std::runtime_error when unreadable.

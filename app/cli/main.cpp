@@ -101,6 +101,7 @@ int cmd_generate(const cli::CommonOptions& given) {
     if (!plan.is_null()) j["tree_plan"] = plan;
     j["warnings"] = l.pair.warnings;
     j["draft_choice"] = draft_choice_json(l.pair, o);
+    j["target_path"] = l.pair.target->path();
     j["memory"] = cli::memory_json(*l.pair.target, l.pair.draft.get());
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
@@ -137,6 +138,7 @@ int cmd_compare(const cli::CommonOptions& given) {
     j["total_time_ratio"] = c.total_time_ratio;
     j["warnings"] = l.pair.warnings;
     j["draft_choice"] = draft_choice_json(l.pair, o);
+    j["target_path"] = l.pair.target->path();
     j["memory"] = cli::memory_json(*l.pair.target, l.pair.draft.get());
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
