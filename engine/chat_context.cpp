@@ -8,19 +8,32 @@
 
 namespace specchat {
 
+std::vector<int32_t> encode_continuation(const ModelPair& pair, const std::string& text) {
+  return pair.tokenizer->encode(text, false);
+}
+
 namespace {
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
+bool continues_reply(const std::vector<ContextMessage>& messages) {
+  return !messages.empty() && messages.back().message.role == "assistant";
+}
+
 ChatContext from_text(const ModelPair& pair, const std::vector<ContextMessage>& messages,
                       std::string reason) {
+  const bool cont = continues_reply(messages);
   std::vector<ChatMessage> plain;
   plain.reserve(messages.size());
-  for (const auto& m : messages) plain.push_back(m.message);
+  for (size_t i = 0; i + (cont ? 1 : 0) < messages.size(); ++i) plain.push_back(messages[i].message);
   ChatContext c;
   c.prompt = pair.encode_chat(plain);
+  if (cont) {  // the reply so far continues the generation prompt, its turn left open
+    const std::vector<int32_t> tail = encode_continuation(pair, messages.back().message.content);
+    c.prompt.insert(c.prompt.end(), tail.begin(), tail.end());
+  }
   c.fallback_reason = std::move(reason);
   return c;
 }
@@ -41,10 +54,6 @@ bool pieces_after(const std::vector<ChatPiece>& pieces, size_t skip, std::vector
 }
 
 }  // namespace
-
-std::vector<int32_t> encode_continuation(const ModelPair& pair, const std::string& text) {
-  return pair.tokenizer->encode(text, false);
-}
 
 ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextMessage>& messages) {
   const uint64_t hash = pair.target->vocab().hash();
@@ -96,6 +105,11 @@ ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextM
       consumed = chat_pieces_text(before) + m.message.content;
     }
     plain.push_back(m.message);
+  }
+  // A last reply being continued stays open: no end of turn, no new generation prompt.
+  if (continues_reply(messages)) {
+    c.reused_ids = true;
+    return c;
   }
   if (!append(pair.render(plain, true))) return from_text(pair, messages, not_prefix);
   c.reused_ids = true;

@@ -40,8 +40,12 @@ struct ChatContext {
 };
 
 // Encodes `messages` (ending with the turn to answer) with pair.template_name and the
-// generation prompt, reusing stored reply ids as described above. Throws GenerationError
-// ("empty_prompt") as ModelPair::encode_prompt, std::invalid_argument for a bad role.
+// generation prompt, reusing stored reply ids as described above. When `messages` ends with an
+// assistant message, that reply is *continued*: the prompt ends with its ids (or, without
+// usable ids, its text encoded as a continuation) inside its still-open turn, so greedy
+// generation from it gives the tokens one uninterrupted reply would have had next. Throws
+// GenerationError ("empty_prompt") as ModelPair::encode_prompt, std::invalid_argument for a bad
+// role.
 ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextMessage>& messages);
 
 // Encodes plain text that continues a prompt (no BOS, no SentencePiece dummy prefix: that

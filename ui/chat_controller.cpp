@@ -262,13 +262,14 @@ void ChatController::abandonReply() {
   // The reply being generated belongs to the conversation being left: it is stopped, and what
   // it produced is still saved there when the engine reports the end (onFinished).
   if (current_job_ != 0 && persistent_ && conversation_id_ != 0) {
-    abandoned_ = Abandoned{current_job_, conversation_id_, replaced_ ? replaced_->id : 0};
+    abandoned_ = Abandoned{current_job_, conversation_id_, replaced_ ? replaced_->id : 0, continued_};
   }
   stop();
   const bool was_busy = isBusy();
   setBusy(0);
   reply_row_ = -1;
   replaced_.reset();
+  continued_.reset();
   if (was_busy && status_text_ == generatingText()) restoreReadyStatus();
 }
 
@@ -530,12 +531,12 @@ Message ChatController::replyMessage(const GenerationSummary& s, qint64 conversa
   return m;
 }
 
-void ChatController::onFinished(const GenerationSummary& s) {
-  if (abandoned_.job != 0 && s.job_id == abandoned_.job) {
+void ChatController::onFinished(const GenerationSummary& reply) {
+  if (abandoned_.job != 0 && reply.job_id == abandoned_.job) {
     const Abandoned a = abandoned_;
     abandoned_ = Abandoned{};
-    if (s.finish == QLatin1String("error") || s.tokens.empty()) return;
-    const Message m = replyMessage(s, a.conversation);
+    if (reply.finish == QLatin1String("error") || reply.tokens.empty()) return;
+    const Message m = replyMessage(a.continued ? joinContinued(*a.continued, reply) : reply, a.conversation);
     const qint64 pending = nextPending();
     if (a.replaced_id != 0) {
       post([pending, r = a.replaced_id, m](StorageWorker* w) { w->replaceMessage(pending, r, m); });
@@ -544,14 +545,17 @@ void ChatController::onFinished(const GenerationSummary& s) {
     }
     return;
   }
-  if (s.job_id != current_job_ || reply_row_ < 0) return;
+  if (reply.job_id != current_job_ || reply_row_ < 0) return;
+  // A continued reply is stored whole: what it had, then what came now.
+  const GenerationSummary s = continued_ ? joinContinued(*continued_, reply) : reply;
+  continued_.reset();
   const int row = reply_row_;
   reply_row_ = -1;
   setBusy(0);
   const bool generating_shown = status_text_ == generatingText();
   const bool cancelled = s.finish == QLatin1String("cancelled");
   const bool failed = s.finish == QLatin1String("error");
-  if (failed || (cancelled && s.tokens.empty())) {
+  if (failed || (cancelled && reply.tokens.empty())) {
     // Nothing to keep: drop the reply bubble; a replaced reply comes back. An error also shows
     // inline (a bubble outside the context, removed by the next action) and on the status
     // line. An empty reply that ended by itself (EOS at once) is kept: it is what the model said.

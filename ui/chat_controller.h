@@ -69,6 +69,9 @@ class ChatController : public QObject {
   // The context of the next request without its new user turn: the system prompt first (when
   // set), then the conversation's turns with each reply's stored token ids.
   std::vector<ContextMessage> contextMessages() const;
+  // Whether the last message is a reply that stopped short (finish "length" or "cancelled")
+  // and can be continued.
+  bool canContinue() const;
   // Text of chat row `row` (for Copy); empty when out of range.
   QString messageText(int row) const;
   // Waits until every queued database write has run (tests, export of what was just sent).
@@ -92,6 +95,12 @@ class ChatController : public QObject {
   // Deletes message `row` from the view and the database (delete_message); the rest of the
   // path stays. Ignored while busy.
   void deleteMessage(int row);
+  // Continues the last reply where it stopped (max tokens reached, or stopped by the user): the
+  // engine resumes inside that reply's open turn from its stored ids (build_chat_context), the
+  // new tokens stream onto it, and the whole reply is stored as a new alternative of the cut
+  // one (the cut one stays, "‹ 1/2 ›"). Ignored while busy or loading, or when canContinue()
+  // is false.
+  void continueReply();
   // Shows the previous (`delta` -1) or next (+1) regenerated alternative of the last reply and
   // makes it the active branch (stored: it is what opens after a restart, and what the next
   // context is built from). Ignored while busy or without alternatives.
@@ -152,6 +161,10 @@ class ChatController : public QObject {
   qint64 save(int row, const Message& m, qint64 replaced_id = 0);  // returns the pending id
   qint64 nextPending() { return --last_pending_; }
   void startReply();
+  // `s` (a continuation's summary) joined onto the reply it continued: its text, ids and
+  // draft flags follow `prefix`'s. Ids of another tokenizer or template are not joined (the
+  // stored reply then has none: the next context encodes its text).
+  static specchat::ui::GenerationSummary joinContinued(const ChatItem& prefix, const specchat::ui::GenerationSummary& s);
   // The stored form of a finished reply.
   Message replyMessage(const specchat::ui::GenerationSummary& s, qint64 conversation_id) const;
   void clearErrorRow();
@@ -200,11 +213,13 @@ class ChatController : public QObject {
   int reply_row_ = -1;           // model row the current reply streams into
   int error_row_ = -1;           // inline error bubble, removed by the next action
   std::optional<ChatItem> replaced_;  // regenerate: the reply being replaced
+  std::optional<ChatItem> continued_;  // continueReply: the reply as it stood (also replaced_)
   // A reply left running when the user switched conversation: saved to its own conversation.
   struct Abandoned {
     quint64 job = 0;
     qint64 conversation = 0;
     qint64 replaced_id = 0;
+    std::optional<ChatItem> continued;  // the reply it continues, if any
   };
   Abandoned abandoned_;
   qint64 pending_delete_ = 0;

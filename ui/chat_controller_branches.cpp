@@ -1,5 +1,6 @@
 // ChatController's branches (chat_controller.h): edit and resend (a new branch), delete a
-// message, and the regenerated alternatives of the last reply ("‹ i/n ›"). Every change goes
+// message, continue a reply that stopped short (the whole reply becomes a new alternative), and
+// the regenerated alternatives of the last reply ("‹ i/n ›"). Every change goes
 // through the storage thread, so the active path in the database is what the view shows and
 // what the next context is built from.
 #include <QDateTime>
@@ -23,6 +24,62 @@ void ChatController::showAlternative(int delta) {
   if (at < 0 || to < 0 || to >= alt_ids_.size()) return;
   loading_id_ = conversation_id_;  // the switched path arrives as conversationLoaded
   post([from = alt_reply_, target = alt_ids_.at(to)](StorageWorker* w) { w->switchAlternative(from, target); });
+}
+
+bool ChatController::canContinue() const {
+  const int last = model_.rowCount() - 1;
+  if (last < 0) return false;
+  const ChatItem& it = model_.item(last);
+  return it.role == QLatin1String("assistant") && !it.streaming && !it.text.isEmpty() &&
+         (it.finish == QLatin1String("length") || it.finish == QLatin1String("cancelled"));
+}
+
+void ChatController::continueReply() {
+  if (isBusy() || loading_id_ != 0 || !canContinue()) return;
+  clearErrorRow();
+  const int last = model_.rowCount() - 1;
+  const ChatItem cut = model_.item(last);
+  GenerateJob job;
+  job.id = ++next_job_id_;
+  job.conversation_id = conversation_id_;
+  job.context = contextMessages();  // ends with the cut reply and its ids: the engine continues it
+  for (const ContextMessage& cm : job.context) job.messages.push_back(cm.message);
+  job.settings = request_settings(settings_);
+  job_settings_ = job.settings;
+  // The row streams on from the cut text; if nothing comes, the cut reply is shown again.
+  replaced_ = cut;
+  continued_ = cut;
+  model_.removeAt(last);
+  ChatItem reply = cut;
+  reply.id = 0;
+  reply.streaming = true;
+  reply.has_stats = false;
+  reply.finish.clear();
+  reply.alt_index = reply.alt_count = 0;
+  reply.save_error.clear();
+  reply_row_ = model_.append(reply);
+  setBusy(job.id);
+  setStats(tr("continuing\u2026"));
+  if (!engine_error_ || models_loaded_) setStatus(generatingText(), false);
+  Q_EMIT generateRequested(job);
+}
+
+GenerationSummary ChatController::joinContinued(const ChatItem& prefix, const GenerationSummary& s) {
+  GenerationSummary j = s;
+  j.text = prefix.text + s.text;
+  const bool same_ids = !prefix.token_ids.empty() && prefix.tokenizer_hash == s.tokenizer_hash &&
+                        prefix.template_name == s.template_name;
+  if (same_ids) {
+    j.tokens = prefix.token_ids;
+    j.tokens.insert(j.tokens.end(), s.tokens.begin(), s.tokens.end());
+    j.drafted = prefix.drafted.size() == prefix.token_ids.size() ? prefix.drafted
+                                                                   : std::vector<uint8_t>(prefix.token_ids.size(), 0);
+    j.drafted.insert(j.drafted.end(), s.drafted.begin(), s.drafted.end());
+  } else {
+    j.tokens.clear();
+    j.drafted.clear();
+  }
+  return j;
 }
 
 void ChatController::editMessage(int row, const QString& text) {

@@ -94,6 +94,10 @@ void ChatView::onAnchor(const QUrl& url) {
     Q_EMIT alternativeRequested(url.path().toInt());
     return;
   }
+  if (url.scheme() == QLatin1String(kContinueScheme)) {
+    Q_EMIT continueRequested();
+    return;
+  }
   if (url.scheme() != QLatin1String(kCopyScheme)) return;
   bool ok = false;
   const int index = url.path().toInt(&ok);
@@ -276,6 +280,7 @@ void ChatView::rewriteFrom(int row) {
     c.removeSelectedText();
   }
   starts_.resize(static_cast<size_t>(row));
+  if (continue_row_ >= row) continue_row_ = -1;  // written again below when it still applies
   for (int r = row; r < n; ++r) writeRow(r);
   if (!highlight_.isEmpty()) applyHighlight(false);
 }
@@ -324,9 +329,22 @@ void ChatView::writeRow(int row) {
     QStringList parts;
     if (it.has_stats) parts << model_->data(model_->index(row), ChatModel::StatsTextRole).toString();
     if (const QString reason = finish_reason_text(it.finish); !reason.isEmpty()) parts << reason;
-    if (!parts.isEmpty()) {
+    // A last reply that stopped short can be continued (ChatController::continueReply).
+    const bool can_continue = row == model_->rowCount() - 1 && !it.text.isEmpty() &&
+                              (it.finish == QLatin1String("length") || it.finish == QLatin1String("cancelled"));
+    if (!parts.isEmpty() || can_continue) {
       c.insertBlock(QTextBlockFormat(), stats_format(pal, font()));
       c.insertText(parts.join(QStringLiteral(" \u00b7 ")), stats_format(pal, font()));
+    }
+    if (can_continue) {
+      QTextCharFormat link = stats_format(pal, font());
+      if (!parts.isEmpty()) c.insertText(QStringLiteral(" \u00b7 "), link);
+      link.setAnchor(true);
+      link.setForeground(pal.color(QPalette::Link));
+      link.setAnchorHref(QStringLiteral("%1:last").arg(QLatin1String(kContinueScheme)));
+      link.setToolTip(tr("Generate more of this reply, from where it stopped"));
+      c.insertText(tr("Continue"), link);
+      continue_row_ = row;
     }
   }
   if (it.alt_count > 1 && !it.streaming) {
@@ -357,6 +375,11 @@ void ChatView::onRowsInserted(int first) {
   if (!model_) return;
   if (first != static_cast<int>(starts_.size())) {
     rebuild();
+    return;
+  }
+  // The old last reply loses its "Continue" link: only the last reply can be continued.
+  if (continue_row_ >= 0 && continue_row_ < first) {
+    rewriteFrom(continue_row_);
     return;
   }
   for (int r = first; r < model_->rowCount(); ++r) writeRow(r);

@@ -22,6 +22,9 @@ namespace specchat::ui {
 // URL scheme of the "‹ i/n ›" links under a reply with regenerated alternatives; the path is
 // the step, -1 or 1.
 inline constexpr const char* kAlternativeScheme = "specchat-alt";
+// URL scheme of the "Continue" link after the finish reason of a last reply that stopped short
+// (max tokens, or stopped by the user).
+inline constexpr const char* kContinueScheme = "specchat-continue";
 
 // Scrolling: while the user is at the bottom, the view follows new messages and the streaming
 // reply; after the user scrolls up it stays put and a "Jump to latest" button (object name
@@ -79,12 +82,16 @@ class ChatView : public QTextBrowser {
   void codeCopied(const QString& code);
   // The "‹" (-1) or "›" (+1) of the last reply's alternatives was clicked.
   void alternativeRequested(int delta);
+  // The "Continue" link of the last reply was clicked.
+  void continueRequested();
 
  public:
   // Code of the view's fenced block `index` (the n in its Copy link), "" when out of range.
   QString codeBlock(int index) const;
   int codeBlockCount() const { return static_cast<int>(code_blocks_.size()); }
   int droppedRows() const { return dropped_rows_; }
+  // The row whose "Continue" link is shown (the last reply, when it stopped short); -1 = none.
+  int continueRow() const { return continue_row_; }
 
  protected:
   bool event(QEvent* e) override;  // tooltips of the token under the mouse
@@ -115,6 +122,7 @@ class ChatView : public QTextBrowser {
   int dropped_rows_ = 0;
   QStringList code_blocks_;      // fenced code of the rendered replies, by Copy link index
   QToolButton* jump_;
+  int continue_row_ = -1;  // row with a "Continue" link; re-rendered (without it) when rows follow
 };
 
 }  // namespace specchat::ui

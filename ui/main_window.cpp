@@ -119,6 +119,7 @@ MainWindow::MainWindow(ChatController* controller, QWidget* parent)
   connect(view_, &QWidget::customContextMenuRequested, this, &MainWindow::showChatMenu);
   connect(controller_, &ChatController::searchChanged, view_, &ChatView::setHighlight);
   connect(view_, &ChatView::alternativeRequested, controller_, &ChatController::showAlternative);
+  connect(view_, &ChatView::continueRequested, controller_, &ChatController::continueReply);
   connect(controller_, &ChatController::busyChanged, this, &MainWindow::onBusyChanged);
   connect(controller_, &ChatController::statsChanged, stats_, &QLabel::setText);
   connect(controller_, &ChatController::statusChanged, this, &MainWindow::onStatusChanged);
@@ -187,6 +188,10 @@ void MainWindow::buildMenus() {
   QAction* regen = edit->addAction(tr("Re&generate last reply"));
   regen->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
   connect(regen, &QAction::triggered, controller_, &ChatController::regenerate);
+  QAction* cont = edit->addAction(tr("Co&ntinue last reply"));
+  cont->setObjectName(QStringLiteral("continueReplyAction"));
+  cont->setToolTip(tr("Generate more of the last reply when it stopped short (max tokens, or stopped)"));
+  connect(cont, &QAction::triggered, controller_, &ChatController::continueReply);
   QAction* copy_last = edit->addAction(tr("&Copy last message"));
   connect(copy_last, &QAction::triggered, this, [this] { copyMessage(-1); });
   edit->addSeparator();
@@ -317,12 +322,15 @@ void MainWindow::showChatMenu(const QPoint& pos) {
   menu.addSeparator();
   QAction* regen = menu.addAction(tr("Regenerate last reply"));
   regen->setEnabled(!controller_->isBusy());
+  QAction* cont = menu.addAction(tr("Continue last reply"));
+  cont->setEnabled(!controller_->isBusy() && controller_->canContinue());
   QAction* chosen = menu.exec(view_->viewport()->mapToGlobal(pos));
   if (chosen == copy_this) copyMessage(row);
   if (chosen == copy_sel) view_->copy();
   if (chosen == copy_last) copyMessage(-1);
   if (chosen == copy_all) QApplication::clipboard()->setText(view_->toPlainText());
   if (chosen == regen) controller_->regenerate();
+  if (chosen == cont) controller_->continueReply();
   if (chosen == del) controller_->deleteMessage(row);
   if (chosen == edit) {
     bool ok = false;

@@ -178,3 +178,38 @@ TEST_CASE("chat context: unusable stored ids fall back to encoding the text", "[
     CHECK(c.fallback_reason.find(k.reason) != std::string::npos);
   }
 }
+
+TEST_CASE("chat context: a cut reply is continued inside its open turn, as one uninterrupted reply", "[model]") {
+  // Continue (issue 12): a reply stopped by max tokens is continued from its stored ids; greedy,
+  // the first part plus the continuation equal the reply generated in one go.
+  ModelPair& pair = test::bundled_pair();
+  Generator gen(*pair.target, pair.draft.get());
+  std::vector<ContextMessage> conv = {msg("user", "Tell me a story about a brave little mouse.")};
+  const ChatContext c0 = build_chat_context(pair, conv);
+  const GenerationResult whole = gen.generate(greedy(c0.prompt, 40, 3));
+  REQUIRE(whole.tokens.size() == 40);
+  const GenerationResult part = gen.generate(greedy(c0.prompt, 15, 3));
+  REQUIRE(part.finish == FinishReason::length);
+  REQUIRE(part.tokens.size() == 15);
+
+  conv.push_back(reply(pair, part.text, part.tokens));
+  const ChatContext c1 = build_chat_context(pair, conv);
+  CHECK(c1.reused_ids);
+  std::vector<int32_t> want = c0.prompt;
+  want.insert(want.end(), part.tokens.begin(), part.tokens.end());
+  CHECK(c1.prompt == want);  // no end of turn, no second generation prompt
+  const GenerationResult rest = gen.generate(greedy(c1.prompt, 25, 3));
+  std::vector<int32_t> joined = part.tokens;
+  joined.insert(joined.end(), rest.tokens.begin(), rest.tokens.end());
+  CHECK(joined == whole.tokens);
+  CHECK(part.text + rest.text == whole.text);
+
+  // Without usable ids (another template recorded), the reply's text continues the prompt.
+  conv.back().template_name = "another";
+  const ChatContext c2 = build_chat_context(pair, conv);
+  CHECK_FALSE(c2.reused_ids);
+  CHECK(pair.target->vocab().decode(c2.prompt).find(part.text) != std::string::npos);
+  std::vector<int32_t> head = pair.encode_chat({conv[0].message});
+  REQUIRE(is_prefix(head, c2.prompt));
+  CHECK(c2.prompt.size() > head.size());
+}
