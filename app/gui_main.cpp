@@ -197,6 +197,7 @@ int main(int argc, char** argv) {
   specchat::ui::EngineHost engine;
   specchat::ui::ChatController controller(engine.worker(), opt.database);
   controller.setSettings(opt.app.generation);
+  controller.setRemote(opt.app.engine);
   specchat::ui::MainWindow window(&controller);
   window.setAppSettings(opt.app, opt.settings_file);
   // Live panel, draft-token toggle and Compare… (Ctrl+K) in the View menu.

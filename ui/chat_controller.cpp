@@ -445,7 +445,9 @@ void ChatController::onListed(const std::vector<Conversation>& list) {
   openConversation(list.front().id);  // the open one is filtered out: show the best match
 }
 
-QString ChatController::generatingText() const { return tr("Generating a reply\u2026"); }
+QString ChatController::generatingText() const {
+  return remote_url_.isEmpty() ? tr("Generating a reply\u2026") : tr("Generating a reply on %1\u2026").arg(remote_url_);
+}
 
 void ChatController::restoreReadyStatus() {
   if (!ready_text_.isEmpty()) {
@@ -480,6 +482,18 @@ void ChatController::setTitle(const QString& title) {
 }
 
 void ChatController::onModelsLoading(const QString& description) { setStatus(description, false); }
+
+void ChatController::setRemote(const RemoteEngine& given) {
+  RemoteEngine r = given;
+  r.url = r.url.trimmed();
+  if (r.isRemote() && r.key.isEmpty()) r.key = qEnvironmentVariable("SPECCHAT_API_KEY");
+  worker_->setRemote(r);
+  remote_url_ = r.url;
+  if (!isBusy()) {
+    setStatus(r.isRemote() ? tr("Replies come from the server %1").arg(r.url) : (ready_text_.isEmpty() ? status_text_ : ready_text_),
+              false);
+  }
+}
 
 void ChatController::onModelsLoaded(const ModelInfo& info) {
   models_loaded_ = true;

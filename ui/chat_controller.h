@@ -129,6 +129,9 @@ class ChatController : public QObject {
   void exportConversation(specchat::ui::ExportFormat format, const QString& path);
   // Imports a JSON export as a new conversation and opens it.
   void importJson(const QString& path);
+  // Where replies come from: the local engine, or an OpenAI-compatible server (EngineWorker::
+  // setRemote; the key falls back to $SPECCHAT_API_KEY). The status line says which.
+  void setRemote(const specchat::ui::RemoteEngine& r);
   // Queues EngineWorker::loadModels (empty target = bundled; empty draft = none).
   void loadModels(const QString& target, const QString& draft);
   // Saves a compare-view result to the database (compare_runs); the status line reports it.
@@ -228,6 +231,7 @@ class ChatController : public QObject {
   bool status_error_ = false;
   bool models_loaded_ = false;
   QString ready_text_;           // status once models are loaded
+  QString remote_url_;           // replies come from this server (empty = the local engine)
   QString storage_notice_;       // what opening the database found (unsaved chat, file moved aside)
   bool storage_notice_is_error_ = false;
   bool context_notice_ = false;  // the status shows "oldest messages left out" for this conversation

@@ -76,6 +76,16 @@ struct LiveStats {
   QStringList warnings;         // settings not honoured (e.g. optimal tree without calibration)
 };
 
+// Where replies come from (Settings › Engine, issue 14 §7): the local engine (url empty), or an
+// OpenAI-compatible server (specchat-cli serve, llama-server, vLLM, ...) at `url`
+// (http(s)://host:port[/v1]) with an optional API key and model name.
+struct RemoteEngine {
+  QString url;    // empty = local
+  QString key;    // "Authorization: Bearer"; empty = none
+  QString model;  // the "model" field; empty = the server's default
+  bool isRemote() const { return !url.trimmed().isEmpty(); }
+};
+
 // One reply to generate. `messages` is the whole conversation so far (system prompt first when
 // there is one, then alternating user / assistant turns, ending with the new user turn): the
 // engine is stateless between jobs apart from its KV prefix cache.

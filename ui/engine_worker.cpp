@@ -139,6 +139,18 @@ void EngineWorker::generate(const GenerateJob& job) {
     Q_EMIT generationFinished(out);
     return;
   }
+  if (const RemoteEngine r = remote(); r.isRemote()) {
+    try {
+      generateRemote(job, r, out);
+    } catch (...) {
+      out.finish = QStringLiteral("error");
+      out.error = current_exception_message();
+      Q_EMIT errorOccurred(out.error);
+    }
+    endJob();
+    Q_EMIT generationFinished(out);
+    return;
+  }
   QString error;
   if (!ensureLoaded(&error)) {
     endJob();

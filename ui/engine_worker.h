@@ -39,6 +39,17 @@ class EngineWorker : public QObject {
   void shutdown();
   // Thread-safe: whether a model pair is loaded now.
   bool hasModels() const { return loaded_.load(); }
+  // Thread-safe. Where the next generate() gets its reply: the local engine (default) or an
+  // OpenAI-compatible server (engine_worker_remote.cpp). Compare, the context meter and token
+  // pieces stay local.
+  void setRemote(const RemoteEngine& r) {
+    std::lock_guard<std::mutex> lock(remote_mu_);
+    remote_ = r;
+  }
+  RemoteEngine remote() const {
+    std::lock_guard<std::mutex> lock(remote_mu_);
+    return remote_;
+  }
   // Thread-safe. Least time between two running statsUpdated snapshots (default 50 ms; 0 =
   // one per token, for tests and screenshots).
   void setStatsIntervalMs(int ms) { stats_interval_ms_.store(ms); }
@@ -97,6 +108,11 @@ class EngineWorker : public QObject {
   GenerationResult runTracked(quint64 job_id, const GenerateRequest& req, const SpecSetup& setup,
                               const TokenCallback& on_token);
   void fillMemory(LiveStats& live) const;  // RSS, KV bytes, VRAM, device name
+  // generate() against the remote engine `r`: the job's messages go to its chat endpoint, text
+  // streams back as tokenGenerated (one event per piece, never drafted: a server sends no ids),
+  // statistics come from its usage/timings. The summary has no token ids (the next context is
+  // built from text) and finish "eos" for the server's "stop".
+  void generateRemote(const GenerateJob& job, const RemoteEngine& r, GenerationSummary& out);
 
   PairOptions options_;               // last requested pair
   std::atomic<int> target_backend_{static_cast<int>(BackendKind::cpu)};
@@ -114,6 +130,8 @@ class EngineWorker : public QObject {
   std::atomic<bool> cancel_{false};
   std::atomic<bool> shutdown_{false};
   std::atomic<int> stats_interval_ms_{50};  // live panel refresh: smooth, yet cheap to paint
+  mutable std::mutex remote_mu_;
+  RemoteEngine remote_;  // guarded by remote_mu_
 };
 
 // Owns the engine thread and the worker living on it: starts the thread on construction;

@@ -239,6 +239,7 @@ void MainWindow::applySettings(const AppSettings& s) {
     onStatusChanged(tr("Could not save the settings."), true);
   }
   controller_->setSettings(s.generation);
+  controller_->setRemote(s.engine);
   apply_theme(s.theme);
   if (models_changed) {
     const ModelPaths paths = models_to_load(s);

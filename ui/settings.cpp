@@ -93,6 +93,9 @@ AppSettings load_settings(const QString& file) {
   s.theme = q->value(QStringLiteral("ui/theme"), s.theme).toString();
   s.model_folders = q->value(QStringLiteral("models/folders")).toStringList();
   s.recent_models = q->value(QStringLiteral("models/recent")).toStringList();
+  s.engine.url = q->value(QStringLiteral("engine/remote_url")).toString().trimmed();
+  s.engine.key = q->value(QStringLiteral("engine/remote_key")).toString();
+  s.engine.model = q->value(QStringLiteral("engine/remote_model")).toString().trimmed();
   return s;
 }
 
@@ -117,6 +120,9 @@ bool save_settings(const AppSettings& s, const QString& file) {
   q->setValue(QStringLiteral("ui/theme"), s.theme);
   q->setValue(QStringLiteral("models/folders"), s.model_folders);
   q->setValue(QStringLiteral("models/recent"), s.recent_models);
+  q->setValue(QStringLiteral("engine/remote_url"), s.engine.url.trimmed());
+  q->setValue(QStringLiteral("engine/remote_key"), s.engine.key);
+  q->setValue(QStringLiteral("engine/remote_model"), s.engine.model.trimmed());
   q->sync();
   return q->status() == QSettings::NoError;
 }

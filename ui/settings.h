@@ -18,6 +18,10 @@ struct AppSettings {
   QStringList model_folders;   // extra folders the model library scans (File › Models…)
   QStringList recent_models;   // targets picked in the library, most recent first (at most 8)
   QString theme = QStringLiteral("system");  // "system", "light" or "dark"
+  // Settings › Engine: where replies come from (the local engine, or an OpenAI-compatible
+  // server). The key is kept in the settings file like the rest (as other local chat apps do);
+  // leave it empty and start the app with $SPECCHAT_API_KEY to keep it out of the file.
+  RemoteEngine engine;
 };
 
 // The model pair to load for `s`: the target path as given (empty = the bundled target) and the

@@ -16,6 +16,7 @@
 
 #include <limits>
 
+#include "app/remote/openai_client.h"
 #include "ui/model_check.h"
 
 namespace specchat::ui {
@@ -44,6 +45,7 @@ QDoubleSpinBox* dspin(const char* name, double lo, double hi, double step, doubl
 
 SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     : QDialog(parent),
+      current_(current),
       target_(new QLineEdit(current.target_path)),
       draft_(new QLineEdit(current.draft_path)),
       drafter_(new QComboBox),
@@ -62,6 +64,9 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
                                                      static_cast<uint64_t>(std::numeric_limits<int>::max()))))),
       max_tokens_(spin("maxTokensSpin", 1, 1000000, current.generation.max_tokens)),
       theme_(new QComboBox),
+      remote_url_(new QLineEdit(current.engine.url)),
+      remote_key_(new QLineEdit(current.engine.key)),
+      remote_model_(new QLineEdit(current.engine.model)),
       check_(new QLabel) {
   setObjectName(QStringLiteral("settingsDialog"));
   setWindowTitle(tr("Settings"));
@@ -138,6 +143,21 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   pf->addRow(tr("Seed:"), seed_row);
   pf->addRow(tr("Max tokens per reply:"), max_tokens_);
 
+  auto* engine = new QGroupBox(tr("Engine"));
+  auto* ef = new QFormLayout(engine);
+  remote_url_->setObjectName(QStringLiteral("remoteUrlEdit"));
+  remote_url_->setPlaceholderText(tr("empty: this computer's engine"));
+  remote_url_->setToolTip(tr("An OpenAI-compatible server (specchat-cli serve, llama-server, vLLM, SGLang, ...) "
+                             "that replies come from instead, e.g. http://127.0.0.1:8080/v1"));
+  remote_key_->setObjectName(QStringLiteral("remoteKeyEdit"));
+  remote_key_->setEchoMode(QLineEdit::Password);
+  remote_key_->setPlaceholderText(tr("none, or $SPECCHAT_API_KEY"));
+  remote_model_->setObjectName(QStringLiteral("remoteModelEdit"));
+  remote_model_->setPlaceholderText(tr("the server's default"));
+  ef->addRow(tr("Server URL:"), remote_url_);
+  ef->addRow(tr("API key:"), remote_key_);
+  ef->addRow(tr("Model name:"), remote_model_);
+
   auto* look = new QGroupBox(tr("Appearance"));
   auto* lf = new QFormLayout(look);
   lf->addRow(tr("Theme:"), theme_);
@@ -170,6 +190,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   layout->addWidget(models);
   layout->addWidget(spec);
   layout->addWidget(sampling);
+  layout->addWidget(engine);
   layout->addWidget(look);
   layout->addWidget(buttons);
 }
@@ -201,7 +222,7 @@ void SettingsDialog::browse(QLineEdit* edit, const QString& caption) {
 }
 
 AppSettings SettingsDialog::settings() const {
-  AppSettings s;
+  AppSettings s = current_;  // what the dialog does not show (library folders, recent models) is kept
   s.target_path = target_->text().trimmed();
   s.draft_path = draft_->text().trimmed();
   GenerationSettings& g = s.generation;
@@ -224,11 +245,24 @@ AppSettings SettingsDialog::settings() const {
   g.pin_seed = pin_seed_->isChecked();
   g.max_tokens = max_tokens_->value();
   s.theme = theme_->currentData().toString();
+  s.engine.url = remote_url_->text().trimmed();
+  s.engine.key = remote_key_->text();
+  s.engine.model = remote_model_->text().trimmed();
   return s;
 }
 
 void SettingsDialog::accept() {
   const AppSettings s = settings();
+  if (s.engine.isRemote()) {
+    try {
+      remote::parse_endpoint_url(s.engine.url.toStdString());
+    } catch (const std::exception& e) {
+      check_->setText(tr("Server URL: %1").arg(QString::fromStdString(e.what())));
+      check_->setStyleSheet(QStringLiteral("color: #c0392b;"));
+      adjustSize();
+      return;
+    }
+  }
   const ModelCheck c = check_model_files(s.target_path, s.draft_path);
   if (!c.ok) {
     check_->setText(c.error);

@@ -4,7 +4,9 @@
 // instead of handing an unloadable pair to the engine. Widgets have object names for tests:
 // targetPathEdit, draftPathEdit, targetBrowseButton, draftBrowseButton, drafterCombo,
 // treeModeCombo, draftKSpin, nodeBudgetSpin, depthSpin, branchSpin, temperatureSpin, topKSpin,
-// topPSpin, pinSeedCheck, seedSpin, maxTokensSpin, themeCombo, modelCheckLabel.
+// topPSpin, pinSeedCheck, seedSpin, maxTokensSpin, themeCombo, modelCheckLabel, and for
+// Settings › Engine remoteUrlEdit, remoteKeyEdit, remoteModelEdit (an empty URL = the local
+// engine; a URL that is not http(s)://host... is explained in modelCheckLabel).
 #pragma once
 
 #include <QDialog>
@@ -26,7 +28,8 @@ class SettingsDialog : public QDialog {
  public:
   explicit SettingsDialog(const AppSettings& current, QWidget* parent = nullptr);
 
-  // The values shown now (valid after accept, or at any time for tests).
+  // The values shown now (valid after accept, or at any time for tests); settings the dialog
+  // does not show (the model library's folders and recent models) are those it opened with.
   AppSettings settings() const;
 
  public Q_SLOTS:
@@ -38,6 +41,7 @@ class SettingsDialog : public QDialog {
   // Enables only the fields the chosen drafter, tree mode and temperature use.
   void updateEnabled();
 
+  AppSettings current_;  // the settings it opened with
   QLineEdit* target_;
   QLineEdit* draft_;
   QComboBox* drafter_;
@@ -53,6 +57,9 @@ class SettingsDialog : public QDialog {
   QSpinBox* seed_;
   QSpinBox* max_tokens_;
   QComboBox* theme_;
+  QLineEdit* remote_url_;
+  QLineEdit* remote_key_;
+  QLineEdit* remote_model_;
   QLabel* check_;
 };
 

@@ -1,9 +1,6 @@
-// `specchat-cli generate --endpoint URL`: the same request sent to any OpenAI-compatible server
-// (ours, llama-server, vLLM, SGLang, ...) instead of the local engine (issue 14 §7). The reply
-// is streamed (SSE) and its speculative statistics are shown when the server reports them:
-// `timings.draft_n` / `draft_n_accepted` (llama-server, specchat serve), else the change of
-// vLLM's `vllm:spec_decode_num_draft_tokens_total` / `..._accepted_tokens_total` counters on its
-// /metrics over the request (other requests running on that server at the same time count too).
+// `specchat-cli generate/compare --endpoint URL`: the same request sent to any OpenAI-compatible
+// server (ours, llama-server, vLLM, SGLang, ...) instead of the local engine (issue 14 §7),
+// through the streaming client in app/remote/openai_client.h.
 #pragma once
 
 #include <functional>
@@ -11,37 +8,18 @@
 #include <string>
 
 #include "app/cli/options.h"
+#include "app/remote/openai_client.h"
 
 namespace specchat::cli {
 
-// An endpoint URL split into what cpp-httplib's client takes: "http://host:port" and the path
-// prefix before /v1 ("" for "http://host:8080" and "http://host:8080/v1"; "/api" for
-// "http://host/api/v1"). Throws std::invalid_argument for a URL that is not http(s)://host...
-struct EndpointUrl {
-  std::string scheme_host_port;
-  std::string prefix;
-};
-EndpointUrl parse_endpoint_url(const std::string& url);
+using remote::RemoteResult;
 
-// What a remote generation gave.
-struct RemoteResult {
-  std::string text;
-  std::string finish_reason;
-  nlohmann::json usage;     // the server's usage object (null when it sent none)
-  nlohmann::json timings;   // the server's timings object (null when it sent none)
-  long n_prompt = -1, n_generated = -1;  // from usage (or timings); -1 unknown
-  // Speculative statistics; source "timings", "vllm_metrics", or "" (the server reported none).
-  std::string spec_source;
-  long n_drafted = 0, n_accepted = 0;
-  double ttft_ms = 0;       // request sent -> first text received
-  double total_ms = 0;      // request sent -> stream ended
-};
+// The request the options describe (chat: --messages, else --system/--chat as messages; else
+// --prompt as a completion; -n, sampling, --stop; `draft_k` 0 sends "speculative": false) for
+// o.endpoint. The key: o.api_key, else $SPECCHAT_API_KEY.
+remote::RemoteRequest remote_request(const CommonOptions& o, int draft_k);
 
-// Sends the request the options describe (chat: --system/--chat as messages; else --prompt as a
-// completion; -n, sampling, --stop; `draft_k` 0 sends "speculative": false) with stream true to
-// o.endpoint, calling `on_text` with each piece of text as it arrives. The key: o.api_key, else
-// SPECCHAT_API_KEY. Throws std::runtime_error naming the endpoint for a connection failure, an
-// HTTP error (with the server's error message) or a malformed stream.
+// remote_request(o, draft_k) sent with remote::remote_generate (app/remote/openai_client.h).
 RemoteResult remote_generate(const CommonOptions& o, int draft_k, const std::function<void(const std::string&)>& on_text);
 
 // The generate subcommand against o.endpoint: text streamed to stdout and a statistics line, or

@@ -49,6 +49,9 @@ AppSettings non_default() {
   g.pin_seed = true;
   g.max_tokens = 77;
   s.theme = QStringLiteral("dark");
+  s.engine.url = QStringLiteral("http://127.0.0.1:8080/v1");
+  s.engine.key = QStringLiteral("sk-local");
+  s.engine.model = QStringLiteral("specchat");
   return s;
 }
 
@@ -69,6 +72,9 @@ void check_equal(const AppSettings& a, const AppSettings& b) {
   CHECK(a.generation.auto_tree == b.generation.auto_tree);
   CHECK(a.generation.max_tokens == b.generation.max_tokens);
   CHECK(a.theme == b.theme);
+  CHECK(a.engine.url == b.engine.url);
+  CHECK(a.engine.key == b.engine.key);
+  CHECK(a.engine.model == b.engine.model);
 }
 
 }  // namespace
@@ -271,4 +277,27 @@ TEST_CASE("gui settings: only the fields the drafter, tree mode and temperature 
   REQUIRE(save_settings(a, file));
   CHECK(load_settings(file).generation.auto_tree);
   CHECK(to_spec_settings(load_settings(file).generation).auto_tree);
+}
+
+TEST_CASE("gui settings: the dialog keeps the model library's folders and recents; a bad server URL is explained", "[gui][unit]") {
+  // Regression: accepting Settings dropped the library's folders and recent models (the dialog
+  // built its result from defaults).
+  AppSettings s = non_default();
+  s.model_folders = {QStringLiteral("/models"), QStringLiteral("/more")};
+  s.recent_models = {QStringLiteral("/models/t.gguf")};
+  SettingsDialog dialog(s);
+  CHECK(dialog.settings().model_folders == s.model_folders);
+  CHECK(dialog.settings().recent_models == s.recent_models);
+  CHECK(dialog.findChild<QLineEdit*>(QStringLiteral("remoteUrlEdit"))->text() == s.engine.url);
+  CHECK(dialog.findChild<QLineEdit*>(QStringLiteral("remoteKeyEdit"))->echoMode() == QLineEdit::Password);
+
+  AppSettings local = AppSettings{};
+  local.engine.url = QStringLiteral("ftp://example");  // not http(s)
+  SettingsDialog bad(local);
+  bad.accept();
+  CHECK(bad.result() != QDialog::Accepted);
+  CHECK(bad.findChild<QLabel*>(QStringLiteral("modelCheckLabel"))->text().contains(QStringLiteral("Server URL")));
+  bad.findChild<QLineEdit*>(QStringLiteral("remoteUrlEdit"))->clear();  // back to the local engine
+  bad.accept();
+  CHECK(bad.result() == QDialog::Accepted);
 }

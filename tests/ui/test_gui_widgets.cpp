@@ -105,9 +105,12 @@ TEST_CASE("gui: chat view follows the model", "[gui][unit]") {
   st.mode = "baseline";
   st.n_tokens = 2;
   m.finishReply(row, QStringLiteral("Once upon a"), st, QStringLiteral("length"));
-  // A reply cut by max tokens says so after its stats (issue 12: finish reasons were invisible).
+  // A reply cut by max tokens says so after its stats (issue 12: finish reasons were invisible),
+  // and, being the last reply, offers to continue.
   CHECK(v.toPlainText() == QStringLiteral("You\nline one\nline two\nAssistant\nOnce upon a\n") + format_stats(st) +
-                               QStringLiteral(" \u00b7 ") + finish_reason_text(QStringLiteral("length")));
+                               QStringLiteral(" \u00b7 ") + finish_reason_text(QStringLiteral("length")) +
+                               QStringLiteral(" \u00b7 Continue"));
+  CHECK(v.continueRow() == row);
   // Copy "this message": a position in a row's header or text maps to that row.
   const QString plain = v.toPlainText();
   CHECK(v.rowAtPosition(static_cast<int>(plain.indexOf(QStringLiteral("You")))) == 0);
@@ -123,6 +126,15 @@ TEST_CASE("gui: chat view follows the model", "[gui][unit]") {
   QTextCursor at_body(v.document());
   at_body.setPosition(static_cast<int>(plain.indexOf(QStringLiteral("line one"))) + 1);
   CHECK(at_body.charFormat().foreground().color() == QColor(230, 230, 230));
+  CHECK(v.toPlainText() == plain);
+  // Only the last reply offers Continue: a following message takes the link away.
+  ChatItem next;
+  next.role = QStringLiteral("user");
+  next.text = QStringLiteral("more");
+  m.append(next);
+  CHECK_FALSE(v.toPlainText().contains(QStringLiteral("Continue")));
+  CHECK(v.continueRow() == -1);
+  m.removeAt(row + 1);
   CHECK(v.toPlainText() == plain);
   m.removeAt(row);
   CHECK(v.toPlainText() == QStringLiteral("You\nline one\nline two"));
