@@ -10,6 +10,7 @@
 
 #include "storage/conversation_store.h"
 #include "test_paths.h"
+#include "tests/ui/gui_model_app.h"
 #include "tests/ui/gui_test_util.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_view.h"
@@ -20,24 +21,7 @@ using namespace specchat::ui;
 using specchat::ConversationStore;
 using specchat::test::wait_until;
 
-namespace {
-
-constexpr int kReplyTimeoutMs = 60000;
-
-struct App {
-  App(const QString& db, const GenerationSettings& s) : controller(engine.worker(), db), window(&controller) {
-    controller.setSettings(s);
-    window.show();
-    engine.loadModels(QString::fromStdString(specchat::test::target_model()),
-                      QString::fromStdString(specchat::test::draft_model()));
-  }
-  bool waitIdle() { return wait_until([&] { return !controller.isBusy(); }, kReplyTimeoutMs); }
-  EngineHost engine;
-  ChatController controller;
-  MainWindow window;
-};
-
-}  // namespace
+using App = specchat::test::ModelApp;
 
 TEST_CASE("gui continue: a cut reply continues from its ids, stored whole beside the cut one", "[gui][model]") {
   REQUIRE(QFileInfo::exists(QString::fromStdString(specchat::test::target_model())));

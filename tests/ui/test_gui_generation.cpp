@@ -14,6 +14,7 @@
 
 #include "storage/conversation_store.h"
 #include "test_paths.h"
+#include "tests/ui/gui_model_app.h"
 #include "tests/ui/gui_test_util.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_view.h"
@@ -29,18 +30,7 @@ namespace {
 constexpr int kReplyTimeoutMs = 60000;
 constexpr int kWaitMs = 10000;
 
-struct App {
-  App(const QString& db, const GenerationSettings& s) : controller(engine.worker(), db), window(&controller) {
-    controller.setSettings(s);
-    window.show();
-    engine.loadModels(QString::fromStdString(specchat::test::target_model()),
-                      QString::fromStdString(specchat::test::draft_model()));
-  }
-  bool waitIdle() { return wait_until([&] { return !controller.isBusy(); }, kReplyTimeoutMs); }
-  EngineHost engine;
-  ChatController controller;
-  MainWindow window;
-};
+using App = specchat::test::ModelApp;
 
 // The "seed" of each stored reply's generation record, in message order.
 std::vector<uint64_t> stored_seeds(const QString& db, qint64 conversation) {
