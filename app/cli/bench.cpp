@@ -121,7 +121,8 @@ int cmd_bench(BenchOptions& o) {
   for (int b : o.budgets) cfgs.push_back(make("optimal", b, "optimal", std::min(b, 8), 1, "model"));
   for (int b : {8, 16}) cfgs.push_back(make("ngram", b, b == 8 ? "chain" : "dynamic", 8, 3, "ngram"));
   // The drafters that read the target's hidden states, when files beside the target bind to it
-  // (or --block-drafter / --mtp name them): block chains of B − 1 tokens (B = 8, 16), block trees
+  // (or --block-drafter / --mtp name them): block chains of the --chain-k lengths and of B − 1
+  // tokens (B = 8, 16), block trees
   // from the marginals, MTP chains k = 1..4 and a small MTP tree.
   Generator g(*pair.target, pair.draft.get());
   FeatureDrafterRequest freq;
@@ -132,6 +133,10 @@ int cmd_bench(BenchOptions& o) {
   freq.n_threads = c.threads;
   const FeatureDrafters fd = install_feature_drafters(g.engine(), freq);
   if (fd.block_size > 0) {
+    // Short chains too (the block is then only as wide as the chain is deep: BlockDrafter).
+    for (int k : o.chain_ks) {
+      if (k < 7) cfgs.push_back(make("block", k, "chain", k, 1, "block"));
+    }
     for (int bs : {8, 16}) {
       if (bs > fd.block_size) continue;
       cfgs.push_back(make("block B=" + std::to_string(bs), bs - 1, "chain", bs - 1, 1, "block"));

@@ -1,6 +1,7 @@
 """Exports the feature drafters to GGUF and writes the engine's reference vectors.
 
-usage: export_drafters.py [--out-dir resources/models]   (trained: work/dflash.pt, work/mtp.pt)
+usage: export_drafters.py [--out-dir resources/models] [--only dflash|mtp] [--dflash-run NAME]
+       (trained: work/dflash.pt or work/NAME.pt, work/mtp.pt)
        export_drafters.py --refs                         (tiny random drafters for the tests)
 
 Layouts: docs/design/target-feature-drafters.md. Matrices F16, norm vectors F32, like the
@@ -223,6 +224,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", default=MODELS)
     ap.add_argument("--refs", action="store_true")
+    ap.add_argument("--only", choices=["dflash", "mtp"], default="", help="export one drafter")
+    ap.add_argument("--dflash-run", default="dflash", help="checkpoint work/<name>.pt of the DFlash drafter "
+                                                           "(train_drafters.py --run)")
     a = ap.parse_args()
     torch.set_grad_enabled(False)
     if a.refs:
@@ -230,7 +234,9 @@ def main():
         return
     for role, fn, make in (("dflash", write_dflash, lambda ck: DFlash(DFlashConfig(**ck["config"]))),
                            ("mtp", write_mtp, lambda ck: MTP(TARGET))):
-        ck_path = os.path.join(WORK, f"{role}.pt")
+        if a.only and role != a.only:
+            continue
+        ck_path = os.path.join(WORK, f"{a.dflash_run if role == 'dflash' else role}.pt")
         if not os.path.exists(ck_path):
             print(f"skip {role}: no {ck_path}")
             continue

@@ -13,6 +13,7 @@
 #   gen_text.py          target-generated replies (specchat-cli; a quarter continue multi-turn chats)
 #   train_drafters.py    DFlash block drafter and MTP head, warm-started from v1's
 #   export_drafters.py   specchat-dflash.gguf / specchat-mtp.gguf and the reference drafters
+#   (block drafter round 2: more generated text, 3,000 more steps with blocks of 4, 8 and 16)
 #   evaluate.py          held-out perplexity (logs/heldout_eval.json)
 #
 # usage: run_v2.sh [CLI]   (CLI: a specchat-cli binary; default build/app/specchat-cli, copied
@@ -41,5 +42,13 @@ $PY train_drafters.py mtp --threads 1 --steps 400 --lr 1e-3 $MINIT > work/mtp.ou
 wait
 $PY export_drafters.py
 $PY export_drafters.py --refs
+# The block drafter, second round (2026-12-02): twice the target-generated text (gen_text.py
+# appends requests 1000-1999; the held-out sequences stay the first 49), 3,000 more steps from
+# the first round's export, blocks of 4, 8 and 16 (short chains draft narrow blocks).
+[ -f work/dflash-v2-round1.gguf ] || cp ../specchat-dflash.gguf work/dflash-v2-round1.gguf
+$PY gen_text.py --n 2000 --jobs 2 --cli work/bin/specchat-cli
+$PY train_drafters.py dflash --run dflash3 --threads 1 --steps 3000 --lr 1e-3 --blocks 4,8,16 \
+    --init-gguf work/dflash-v2-round1.gguf > work/dflash3.out 2>&1
+$PY export_drafters.py --only dflash --dflash-run dflash3
 $PY evaluate.py
 echo "family v2 done"
