@@ -83,6 +83,16 @@ TEST_CASE("cpu::linear is batch-invariant: a row's result does not depend on the
       // Bitwise: the identity tests compare tokens, so near-ties must break the same way.
       CHECK(std::equal(one.begin(), one.end(), all.begin() + static_cast<long>(r) * n_out));
     }
+    // Rows two, three and four at a time (up to four rows the weights are widened in registers,
+    // not through the tile).
+    for (int m : {2, 3, 4}) {
+      for (int r = 0; r + m <= n; r += m) {
+        std::vector<float> some(static_cast<size_t>(m) * n_out);
+        cpu::linear(x.data() + static_cast<size_t>(r) * n_in, w.data(t), t, some.data(), m, n_in, n_out);
+        INFO(dtype_name(t) << " " << m << " rows from " << r);
+        CHECK(std::equal(some.begin(), some.end(), all.begin() + static_cast<long>(r) * n_out));
+      }
+    }
     // The same row at another place in another batch.
     std::vector<float> x2 = make_x(4, n_in, 99);
     std::copy_n(x.data() + 5 * n_in, n_in, x2.data() + 3 * n_in);
