@@ -549,7 +549,8 @@ void ChatController::onFinished(const GenerationSummary& reply) {
   if (abandoned_.job != 0 && reply.job_id == abandoned_.job) {
     const Abandoned a = abandoned_;
     abandoned_ = Abandoned{};
-    if (reply.finish == QLatin1String("error") || reply.tokens.empty()) return;
+    // (A server's reply has text but no ids.)
+    if (reply.finish == QLatin1String("error") || (reply.tokens.empty() && reply.text.isEmpty())) return;
     const Message m = replyMessage(a.continued ? joinContinued(*a.continued, reply) : reply, a.conversation);
     const qint64 pending = nextPending();
     if (a.replaced_id != 0) {
@@ -569,7 +570,7 @@ void ChatController::onFinished(const GenerationSummary& reply) {
   const bool generating_shown = status_text_ == generatingText();
   const bool cancelled = s.finish == QLatin1String("cancelled");
   const bool failed = s.finish == QLatin1String("error");
-  if (failed || (cancelled && reply.tokens.empty())) {
+  if (failed || (cancelled && reply.tokens.empty() && reply.text.isEmpty())) {
     // Nothing to keep: drop the reply bubble; a replaced reply comes back. An error also shows
     // inline (a bubble outside the context, removed by the next action) and on the status
     // line. An empty reply that ended by itself (EOS at once) is kept: it is what the model said.

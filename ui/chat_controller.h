@@ -99,7 +99,7 @@ class ChatController : public QObject {
   // engine resumes inside that reply's open turn from its stored ids (build_chat_context), the
   // new tokens stream onto it, and the whole reply is stored as a new alternative of the cut
   // one (the cut one stays, "‹ 1/2 ›"). Ignored while busy or loading, or when canContinue()
-  // is false.
+  // is false; with a remote engine the status line explains that a server cannot resume it.
   void continueReply();
   // Shows the previous (`delta` -1) or next (+1) regenerated alternative of the last reply and
   // makes it the active branch (stored: it is what opens after a restart, and what the next

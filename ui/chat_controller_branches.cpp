@@ -36,6 +36,11 @@ bool ChatController::canContinue() const {
 
 void ChatController::continueReply() {
   if (isBusy() || loading_id_ != 0 || !canContinue()) return;
+  if (!remote_url_.isEmpty()) {
+    // The OpenAI API has no "continue this reply": a server would answer the cut reply anew.
+    setStatus(tr("Continue needs this computer's engine (Settings \u203a Engine): a server cannot resume a reply."), true);
+    return;
+  }
   clearErrorRow();
   const int last = model_.rowCount() - 1;
   const ChatItem cut = model_.item(last);

@@ -89,6 +89,20 @@ TEST_CASE("gui remote engine: replies from an OpenAI-compatible server equal the
   CHECK(remote.token_ids.empty());  // a server sends text, not ids: the next context uses the text
   CHECK(remote.has_stats);
 
+  // A server cannot resume a reply: Continue explains that instead of starting a wrong reply.
+  GenerationSettings short_reply = s;
+  short_reply.max_tokens = 4;
+  c.setSettings(short_reply);
+  c.regenerate();
+  REQUIRE(idle());
+  REQUIRE(c.model()->item(1).finish == QStringLiteral("length"));
+  CHECK_FALSE(c.model()->item(1).text.isEmpty());  // kept although a server sends no ids
+  c.continueReply();
+  CHECK_FALSE(c.isBusy());
+  CHECK(c.statusIsError());
+  CHECK(c.statusText().contains(QStringLiteral("Continue")));
+  c.setSettings(s);
+
   // A follow-up turn through the server (its context carries the earlier reply as text).
   c.send(QStringLiteral("What did the dragon do next?"));
   REQUIRE(idle());
