@@ -22,18 +22,14 @@ bool continues_reply(const std::vector<ContextMessage>& messages) {
   return !messages.empty() && messages.back().message.role == "assistant";
 }
 
+// The whole conversation encoded from text (encode_chat continues a last assistant message).
 ChatContext from_text(const ModelPair& pair, const std::vector<ContextMessage>& messages,
                       std::string reason) {
-  const bool cont = continues_reply(messages);
   std::vector<ChatMessage> plain;
   plain.reserve(messages.size());
-  for (size_t i = 0; i + (cont ? 1 : 0) < messages.size(); ++i) plain.push_back(messages[i].message);
+  for (const auto& m : messages) plain.push_back(m.message);
   ChatContext c;
   c.prompt = pair.encode_chat(plain);
-  if (cont) {  // the reply so far continues the generation prompt, its turn left open
-    const std::vector<int32_t> tail = encode_continuation(pair, messages.back().message.content);
-    c.prompt.insert(c.prompt.end(), tail.begin(), tail.end());
-  }
   c.fallback_reason = std::move(reason);
   return c;
 }

@@ -162,8 +162,16 @@ std::vector<int32_t> ModelPair::encode_chat(const std::vector<ChatMessage>& mess
   std::vector<int32_t> ids;
   const Vocab& v = target->vocab();
   if (v.add_bos) ids.push_back(v.bos_id);
-  const std::vector<int32_t> body = tokenizer->encode_chat_pieces(render(messages, true), true);
+  // A last assistant message is continued: its text follows the generation prompt, its turn
+  // left open (no dummy prefix: it continues a prompt).
+  const bool cont = !messages.empty() && messages.back().role == "assistant";
+  const std::vector<ChatMessage> rendered(messages.begin(), messages.end() - (cont ? 1 : 0));
+  const std::vector<int32_t> body = tokenizer->encode_chat_pieces(render(rendered, true), true);
   ids.insert(ids.end(), body.begin(), body.end());
+  if (cont) {
+    const std::vector<int32_t> tail = tokenizer->encode(messages.back().content, false);
+    ids.insert(ids.end(), tail.begin(), tail.end());
+  }
   if (ids.empty()) {
     throw GenerationError("empty_prompt",
                           "the prompt tokenizes to zero tokens and the model adds no BOS");

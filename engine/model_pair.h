@@ -64,7 +64,9 @@ struct ModelPair {
   // in it stay text. Throws GenerationError("empty_prompt") when the result has no tokens.
   std::vector<int32_t> encode_prompt(const std::string& text) const;
   // BOS + the rendered chat (template_name, generation prompt) with the template's markers as
-  // control ids and the messages as text (Tokenizer::encode_chat_pieces).
+  // control ids and the messages as text (Tokenizer::encode_chat_pieces). When the last message
+  // is the assistant's, that reply is continued ("assistant prefill", as llama-server does): its
+  // text follows the generation prompt inside its open turn, encoded as a continuation.
   std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const;
   // render_chat_pieces with template_name and the model's own BOS/EOS texts.
   std::vector<ChatPiece> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;

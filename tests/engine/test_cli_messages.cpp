@@ -78,3 +78,32 @@ TEST_CASE("cli: --messages files that are not a conversation fail clearly", "[mo
   INFO(both.describe());
   CHECK(both.exit_code == 2);
 }
+
+TEST_CASE("cli: --messages ending with the assistant's text continues that reply", "[model][cli]") {
+  // Assistant prefill (llama-server's behaviour; the app's Continue relies on the same rule):
+  // the reply's text follows the generation prompt inside its open turn, so the greedy output
+  // goes on from it instead of starting a new reply.
+  const test::CliResult whole =
+      test::run_cli({"generate", "--json", "-n", "16", "--drafter", "none", "--chat", "Tell me a story about Tom."});
+  INFO(whole.describe());
+  REQUIRE(whole.json_ok);
+  const std::string text = whole.json["text"].get<std::string>();
+  const size_t cut = text.find(' ', 12);  // a few words in, at a word boundary
+  REQUIRE(cut != std::string::npos);
+  nlohmann::json conv = nlohmann::json::array(
+      {{{"role", "user"}, {"content", "Tell me a story about Tom."}}, {{"role", "assistant"}, {"content", text.substr(0, cut)}}});
+  const TempFile file(conv.dump());
+  const test::CliResult cont =
+      test::run_cli({"generate", "--json", "-n", "6", "--drafter", "none", "--messages", file.path.string()});
+  INFO(cont.describe());
+  REQUIRE(cont.json_ok);
+  const auto p_whole = whole.json["prompt_tokens"].get<std::vector<int>>();
+  const auto p_cont = cont.json["prompt_tokens"].get<std::vector<int>>();
+  // The user turn and the generation prompt, then the reply's text: nothing closes the turn.
+  REQUIRE(p_cont.size() > p_whole.size());
+  CHECK(std::equal(p_whole.begin(), p_whole.end(), p_cont.begin()));
+  // Greedy, it goes on with the words the uninterrupted reply had next.
+  const std::string rest = cont.json["text"].get<std::string>();
+  REQUIRE_FALSE(rest.empty());
+  CHECK(text.compare(cut, rest.size(), rest) == 0);
+}
