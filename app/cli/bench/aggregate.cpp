@@ -1,5 +1,6 @@
 #include "app/cli/bench/aggregate.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -126,6 +127,20 @@ Aggregates aggregate(const BenchRun& run, const AggregateOptions& opt) {
       put(r, "tier_bucket", r.tier + "/" + std::to_string(r.bucket));
     }
   }
+  // Listed group by group (in order of first appearance), and within a group by concurrency and
+  // then configuration in the run's order: configurations rotate from wave to wave, so order of
+  // first appearance alone swapped rows between groups (baseline first in one, last in another).
+  std::map<std::string, size_t> config_rank;
+  std::map<std::pair<std::string, std::string>, size_t> group_rank;
+  for (const auto& key : order) {
+    config_rank.try_emplace(std::get<0>(key), config_rank.size());
+    group_rank.try_emplace({std::get<2>(key), std::get<3>(key)}, group_rank.size());
+  }
+  std::stable_sort(order.begin(), order.end(), [&](const auto& x, const auto& y) {
+    const auto kx = std::make_tuple(group_rank.at({std::get<2>(x), std::get<3>(x)}), std::get<1>(x), config_rank.at(std::get<0>(x)));
+    const auto ky = std::make_tuple(group_rank.at({std::get<2>(y), std::get<3>(y)}), std::get<1>(y), config_rank.at(std::get<0>(y)));
+    return kx < ky;
+  });
   for (const auto& key : order) {
     const Bucket& b = buckets[key];
     a.groups.push_back(make_group(std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), b.recs,

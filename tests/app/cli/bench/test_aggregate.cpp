@@ -92,3 +92,18 @@ TEST_CASE("bench-diff: a real change is significant, noise is not", "[unit][benc
   CHECK(saw_qa);
   CHECK(diff_table(rows).find("coding") != std::string::npos);
 }
+
+TEST_CASE("aggregate: rows are listed group by group, configurations in the run's order", "[unit][bench]") {
+  // Regression: configurations rotate from wave to wave, and listing groups by first appearance
+  // put baseline first in one category and last in the next.
+  BenchRun run;
+  run.records = {rec("a", "coding", "baseline", 100, 10), rec("a", "coding", "chain:k=4", 50, 4),
+                 rec("b", "humanities", "chain:k=4", 60, 4), rec("b", "humanities", "baseline", 90, 10)};
+  const Aggregates a = aggregate(run);
+  std::vector<std::string> rows;
+  for (const GroupAggregate& g : a.groups) rows.push_back(g.kind + ":" + g.group + ":" + g.config);
+  const std::vector<std::string> want = {"all:all:baseline", "all:all:chain:k=4", "category:coding:baseline",
+                                         "category:coding:chain:k=4", "category:humanities:baseline",
+                                         "category:humanities:chain:k=4"};
+  CHECK(rows == want);
+}
