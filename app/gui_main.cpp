@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
   window.show();
   // Load in the background while the window comes up; the first Send waits for it.
   engine.worker()->setBackends(opt.backend, opt.draft_backend);
+  engine.worker()->setChatTemplate(opt.app.chat_template);
   engine.loadModels(opt.app.target_path, opt.app.draft_path);
   return app.exec();
 }

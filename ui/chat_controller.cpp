@@ -483,6 +483,8 @@ void ChatController::setTitle(const QString& title) {
 
 void ChatController::onModelsLoading(const QString& description) { setStatus(description, false); }
 
+void ChatController::setChatTemplate(const QString& name) { worker_->setChatTemplate(name); }
+
 void ChatController::setRemote(const RemoteEngine& given) {
   RemoteEngine r = given;
   r.url = r.url.trimmed();
@@ -501,7 +503,17 @@ void ChatController::onModelsLoaded(const ModelInfo& info) {
   QString text = tr("Ready \u00b7 %1").arg(QFileInfo(info.target_path).fileName());
   if (!info.draft_path.isEmpty()) text += tr(" + draft %1").arg(QFileInfo(info.draft_path).fileName());
   text += tr(" \u00b7 %1 context tokens").arg(info.n_ctx);
-  if (!info.warnings.isEmpty()) text += tr(" \u00b7 %n vocabulary warning(s)", "", int(info.warnings.size()));
+  // The chat-template notice is spelled out (the user can pick one in Settings); other warnings
+  // (accepted vocabulary differences, drafters not used) are counted.
+  int others = 0;
+  for (const QString& w : info.warnings) {
+    if (w.contains(QLatin1String("chat template"))) {
+      text += QStringLiteral(" \u00b7 ") + w;
+    } else {
+      ++others;
+    }
+  }
+  if (others > 0) text += tr(" \u00b7 %n vocabulary warning(s)", "", others);
   if (!storage_notice_.isEmpty()) text += QStringLiteral(" \u00b7 ") + storage_notice_;
   ready_text_ = text;
   engine_error_ = false;

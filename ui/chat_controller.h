@@ -132,6 +132,9 @@ class ChatController : public QObject {
   // Where replies come from: the local engine, or an OpenAI-compatible server (EngineWorker::
   // setRemote; the key falls back to $SPECCHAT_API_KEY). The status line says which.
   void setRemote(const specchat::ui::RemoteEngine& r);
+  // The chat template the next loadModels uses ("" = the model file's; EngineWorker::
+  // setChatTemplate).
+  void setChatTemplate(const QString& name);
   // Queues EngineWorker::loadModels (empty target = bundled; empty draft = none).
   void loadModels(const QString& target, const QString& draft);
   // Saves a compare-view result to the database (compare_runs); the status line reports it.

@@ -83,6 +83,10 @@ void EngineWorker::loadModels(const QString& target, const QString& draft) {
   options_.draft_path = draft.toStdString();
   options_.backend = static_cast<BackendKind>(target_backend_.load());
   options_.draft_backend = static_cast<BackendKind>(draft_backend_.load());
+  {
+    std::lock_guard<std::mutex> lock(remote_mu_);
+    options_.chat_template = chat_template_;
+  }
   unload();
   QString error;
   ensureLoaded(&error);

@@ -39,6 +39,13 @@ class EngineWorker : public QObject {
   void shutdown();
   // Thread-safe: whether a model pair is loaded now.
   bool hasModels() const { return loaded_.load(); }
+  // Thread-safe. The chat template the next loadModels uses: "" = the one recognised in the
+  // target's file (else ChatML with a notice in ModelInfo::warnings), or a name of
+  // chat_template_names() (engine/chat_template.h); an unknown name makes that load fail.
+  void setChatTemplate(const QString& name) {
+    std::lock_guard<std::mutex> lock(remote_mu_);
+    chat_template_ = name.toStdString();
+  }
   // Thread-safe. Where the next generate() gets its reply: the local engine (default) or an
   // OpenAI-compatible server (engine_worker_remote.cpp). Compare, the context meter and token
   // pieces stay local.
@@ -132,6 +139,7 @@ class EngineWorker : public QObject {
   std::atomic<int> stats_interval_ms_{50};  // live panel refresh: smooth, yet cheap to paint
   mutable std::mutex remote_mu_;
   RemoteEngine remote_;  // guarded by remote_mu_
+  std::string chat_template_;  // guarded by remote_mu_
 };
 
 // Owns the engine thread and the worker living on it: starts the thread on construction;

@@ -233,13 +233,15 @@ void MainWindow::setAppSettings(const AppSettings& s, const QString& file) {
 }
 
 void MainWindow::applySettings(const AppSettings& s) {
-  const bool models_changed = s.target_path != settings_.target_path || s.draft_path != settings_.draft_path;
+  const bool models_changed = s.target_path != settings_.target_path || s.draft_path != settings_.draft_path ||
+                              s.chat_template != settings_.chat_template;
   settings_ = s;
   if (!save_settings(s, settings_file_)) {
     onStatusChanged(tr("Could not save the settings."), true);
   }
   controller_->setSettings(s.generation);
   controller_->setRemote(s.engine);
+  controller_->setChatTemplate(s.chat_template);
   apply_theme(s.theme);
   if (models_changed) {
     const ModelPaths paths = models_to_load(s);

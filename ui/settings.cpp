@@ -96,6 +96,11 @@ AppSettings load_settings(const QString& file) {
   s.engine.url = q->value(QStringLiteral("engine/remote_url")).toString().trimmed();
   s.engine.key = q->value(QStringLiteral("engine/remote_key")).toString();
   s.engine.model = q->value(QStringLiteral("engine/remote_model")).toString().trimmed();
+  s.chat_template = q->value(QStringLiteral("models/chat_template")).toString().trimmed();
+  {
+    const std::vector<std::string> names = chat_template_names();
+    if (std::find(names.begin(), names.end(), s.chat_template.toStdString()) == names.end()) s.chat_template.clear();
+  }
   return s;
 }
 
@@ -123,6 +128,7 @@ bool save_settings(const AppSettings& s, const QString& file) {
   q->setValue(QStringLiteral("engine/remote_url"), s.engine.url.trimmed());
   q->setValue(QStringLiteral("engine/remote_key"), s.engine.key);
   q->setValue(QStringLiteral("engine/remote_model"), s.engine.model.trimmed());
+  q->setValue(QStringLiteral("models/chat_template"), s.chat_template);
   q->sync();
   return q->status() == QSettings::NoError;
 }

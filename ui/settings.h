@@ -22,6 +22,9 @@ struct AppSettings {
   // server). The key is kept in the settings file like the rest (as other local chat apps do);
   // leave it empty and start the app with $SPECCHAT_API_KEY to keep it out of the file.
   RemoteEngine engine;
+  // The chat template: "" = the one recognised in the model file (ChatML with a notice when the
+  // file's is missing or unknown), or a name of chat_template_names() (engine/chat_template.h).
+  QString chat_template;
 };
 
 // The model pair to load for `s`: the target path as given (empty = the bundled target) and the

@@ -64,6 +64,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
                                                      static_cast<uint64_t>(std::numeric_limits<int>::max()))))),
       max_tokens_(spin("maxTokensSpin", 1, 1000000, current.generation.max_tokens)),
       theme_(new QComboBox),
+      chat_template_(new QComboBox),
       remote_url_(new QLineEdit(current.engine.url)),
       remote_key_(new QLineEdit(current.engine.key)),
       remote_model_(new QLineEdit(current.engine.model)),
@@ -117,6 +118,15 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   auto* mf = new QFormLayout(models);
   mf->addRow(tr("Target:"), path_row(target_, "targetBrowseButton", tr("Target model")));
   mf->addRow(tr("Draft:"), path_row(draft_, "draftBrowseButton", tr("Draft model")));
+  chat_template_->setObjectName(QStringLiteral("chatTemplateCombo"));
+  chat_template_->addItem(tr("From the model file"), QString());
+  for (const std::string& name : chat_template_names()) {
+    chat_template_->addItem(QString::fromStdString(name), QString::fromStdString(name));
+  }
+  chat_template_->setCurrentIndex(std::max(0, chat_template_->findData(current.chat_template)));
+  chat_template_->setToolTip(tr("How turns are written for the model: the template named in the model file, or one "
+                                "you pick when the file has none SpecChat recognises (ChatML is used then, with a notice)"));
+  mf->addRow(tr("Chat template:"), chat_template_);
   mf->addRow(check_);
 
   auto* spec = new QGroupBox(tr("Speculative decoding"));
@@ -245,6 +255,7 @@ AppSettings SettingsDialog::settings() const {
   g.pin_seed = pin_seed_->isChecked();
   g.max_tokens = max_tokens_->value();
   s.theme = theme_->currentData().toString();
+  s.chat_template = chat_template_->currentData().toString();
   s.engine.url = remote_url_->text().trimmed();
   s.engine.key = remote_key_->text();
   s.engine.model = remote_model_->text().trimmed();

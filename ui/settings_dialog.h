@@ -4,8 +4,8 @@
 // instead of handing an unloadable pair to the engine. Widgets have object names for tests:
 // targetPathEdit, draftPathEdit, targetBrowseButton, draftBrowseButton, drafterCombo,
 // treeModeCombo, draftKSpin, nodeBudgetSpin, depthSpin, branchSpin, temperatureSpin, topKSpin,
-// topPSpin, pinSeedCheck, seedSpin, maxTokensSpin, themeCombo, modelCheckLabel, and for
-// Settings › Engine remoteUrlEdit, remoteKeyEdit, remoteModelEdit (an empty URL = the local
+// topPSpin, pinSeedCheck, seedSpin, maxTokensSpin, themeCombo, modelCheckLabel,
+// chatTemplateCombo, and for Settings › Engine remoteUrlEdit, remoteKeyEdit, remoteModelEdit (an empty URL = the local
 // engine; a URL that is not http(s)://host... is explained in modelCheckLabel).
 #pragma once
 
@@ -57,6 +57,7 @@ class SettingsDialog : public QDialog {
   QSpinBox* seed_;
   QSpinBox* max_tokens_;
   QComboBox* theme_;
+  QComboBox* chat_template_;
   QLineEdit* remote_url_;
   QLineEdit* remote_key_;
   QLineEdit* remote_model_;

@@ -20,6 +20,7 @@
 #include "engine/vocab.h"
 #include "test_paths.h"
 #include "tests/engine/gguf_writer.h"
+#include "tests/ui/gui_test_util.h"
 #include "ui/chat_controller.h"
 #include "ui/engine_worker.h"
 #include "ui/main_window.h"
@@ -52,6 +53,7 @@ AppSettings non_default() {
   s.engine.url = QStringLiteral("http://127.0.0.1:8080/v1");
   s.engine.key = QStringLiteral("sk-local");
   s.engine.model = QStringLiteral("specchat");
+  s.chat_template = QStringLiteral("llama3");
   return s;
 }
 
@@ -75,6 +77,7 @@ void check_equal(const AppSettings& a, const AppSettings& b) {
   CHECK(a.engine.url == b.engine.url);
   CHECK(a.engine.key == b.engine.key);
   CHECK(a.engine.model == b.engine.model);
+  CHECK(a.chat_template == b.chat_template);
 }
 
 }  // namespace
@@ -300,4 +303,41 @@ TEST_CASE("gui settings: the dialog keeps the model library's folders and recent
   bad.findChild<QLineEdit*>(QStringLiteral("remoteUrlEdit"))->clear();  // back to the local engine
   bad.accept();
   CHECK(bad.result() == QDialog::Accepted);
+}
+
+TEST_CASE("gui settings: the chat template picked in Settings is the one the engine renders with", "[gui][model]") {
+  // Issue 11: an unknown template falls back to one the user picks. The bundled target's own
+  // template is recognised ("specchat"); picking ChatML makes the loaded pair use ChatML, and
+  // "From the model file" goes back to the file's.
+  AppSettings s;
+  s.chat_template = QStringLiteral("chatml");
+  SettingsDialog dialog(s);
+  auto* combo = dialog.findChild<QComboBox*>(QStringLiteral("chatTemplateCombo"));
+  REQUIRE(combo);
+  CHECK(combo->currentData().toString() == QStringLiteral("chatml"));
+  CHECK(dialog.settings().chat_template == QStringLiteral("chatml"));
+
+  EngineHost engine;
+  QString loaded_template;
+  QObject::connect(engine.worker(), &EngineWorker::modelsLoaded, &dialog,  // queued to this thread
+                   [&](const ModelInfo& info) { loaded_template = info.template_name; });
+  engine.worker()->setChatTemplate(QStringLiteral("chatml"));
+  engine.loadModels(QString::fromStdString(specchat::test::target_model()), QString());
+  REQUIRE(specchat::test::wait_until([&] { return !loaded_template.isEmpty(); }, 60000));
+  CHECK(loaded_template == QStringLiteral("chatml"));
+  loaded_template.clear();
+  engine.worker()->setChatTemplate(QString());
+  engine.loadModels(QString::fromStdString(specchat::test::target_model()), QString());
+  REQUIRE(specchat::test::wait_until([&] { return !loaded_template.isEmpty(); }, 60000));
+  CHECK(loaded_template == QStringLiteral("specchat"));
+
+  // A name the settings file holds but no template has is not kept.
+  QTemporaryDir dir;
+  const QString file = dir.filePath(QStringLiteral("s.ini"));
+  {
+    QFile f(file);
+    REQUIRE(f.open(QIODevice::WriteOnly));
+    f.write("[models]\nchat_template=nonsense\n");
+  }
+  CHECK(load_settings(file).chat_template.isEmpty());
 }
