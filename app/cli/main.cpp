@@ -82,6 +82,10 @@ json draft_choice_json(const ModelPair& p, const cli::CommonOptions& o) {
   j["path"] = model ? json(p.draft->path()) : json(nullptr);
   j["automatic"] = !p.draft_choice.reason.empty() && p.draft_choice.reason != "given";
   j["reason"] = p.draft_choice.reason;
+  if (model && o.draft.empty() && o.model.empty()) {  // apply_draft filled in the bundled draft
+    j["automatic"] = true;
+    j["reason"] = "the bundled draft, paired with the bundled target";
+  }
   return j;
 }
 

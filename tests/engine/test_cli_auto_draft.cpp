@@ -120,3 +120,16 @@ TEST_CASE("cli: an explicit --draft is used as given, with no automatic choice",
   CHECK(fs::equivalent(r.json.at("draft_choice").at("path").get<std::string>(), mine));
   CHECK(r.err.find("draft:") == std::string::npos);
 }
+
+TEST_CASE("cli: with neither --model nor --draft the bundled pair runs, and the JSON says the draft was chosen for it", "[model][cli][auto_draft]") {
+  // Regression (fresh-clone check): draft_choice said "given" although the user gave no draft.
+  const test::CliResult r = test::run_cli(args_with({}));
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.json_ok);
+  const auto& c = r.json.at("draft_choice");
+  CHECK(c.at("drafter") == "model");
+  CHECK(c.at("automatic") == true);
+  CHECK(c.at("reason").get<std::string>().find("bundled") != std::string::npos);
+  CHECK(fs::path(c.at("path").get<std::string>()).filename() == "specchat-draft.gguf");
+}
