@@ -139,8 +139,6 @@ constexpr const char* kRenameConversation = "UPDATE conversations SET title = ?2
 constexpr const char* kSetSystemPrompt =
     "UPDATE conversations SET system_prompt = ?2 WHERE id = ?1";
 // max(): updated_ms never goes backwards when the wall clock does.
-constexpr const char* kTouchConversation =
-    "UPDATE conversations SET updated_ms = max(updated_ms, ?2) WHERE id = ?1";
 constexpr const char* kDeleteConversation = "DELETE FROM conversations WHERE id = ?1";
 constexpr const char* kListConversations =
     "SELECT " SPECCHAT_CONVERSATION_COLUMNS " FROM conversations ORDER BY updated_ms DESC, id DESC";
@@ -162,55 +160,9 @@ void update_conversation_text(sqlite3* db, const char* query, const char* what, 
     throw StorageError("not_found", std::string(what) + ": no conversation " + std::to_string(id));
 }
 
-// Sets updated_ms to now; returns false when the conversation does not exist.
-bool touch_conversation(sqlite3* db, int64_t id) {
-  sql::Stmt st(db, kTouchConversation, "touch conversation");
-  st.bind(1, id).bind(2, sql::now_ms()).run();
-  return sql::changes(db) > 0;
-}
-
 void delete_conversation_row(sqlite3* db, int64_t id) {
   sql::Stmt st(db, kDeleteConversation, "delete conversation");
   st.bind(1, id).run();
-}
-
-// ---- messages (row encoding and insert/select: rows.cpp) ------------------------------
-
-constexpr const char* kSelectMessageConversation =
-    "SELECT conversation_id FROM messages WHERE id = ?1";
-constexpr const char* kSetMessageActive = "UPDATE messages SET active = ?2 WHERE id = ?1";
-constexpr const char* kDeactivateFrom =
-    "UPDATE messages SET active = 0 WHERE conversation_id = ?1 AND id >= ?2 AND active = 1";
-constexpr const char* kDeleteMessage = "DELETE FROM messages WHERE id = ?1";
-
-std::optional<int64_t> message_conversation(sqlite3* db, int64_t message_id) {
-  sql::Stmt st(db, kSelectMessageConversation, "select message conversation");
-  st.bind(1, message_id);
-  if (!st.step()) return std::nullopt;
-  return st.int64(0);
-}
-
-void set_message_active_row(sqlite3* db, int64_t message_id, bool active) {
-  sql::Stmt st(db, kSetMessageActive, "set message active");
-  st.bind(1, message_id).bind(2, int64_t{active ? 1 : 0}).run();
-}
-
-void deactivate_from(sqlite3* db, int64_t conversation_id, int64_t first_message_id) {
-  sql::Stmt st(db, kDeactivateFrom, "deactivate branch");
-  st.bind(1, conversation_id).bind(2, first_message_id).run();
-}
-
-void delete_message_row(sqlite3* db, int64_t message_id) {
-  sql::Stmt st(db, kDeleteMessage, "delete message");
-  st.bind(1, message_id).run();
-}
-
-[[noreturn]] void throw_no_conversation(int64_t id) {
-  throw StorageError("not_found", "no conversation " + std::to_string(id));
-}
-
-[[noreturn]] void throw_no_message(int64_t id) {
-  throw StorageError("not_found", "no message " + std::to_string(id));
 }
 
 }  // namespace
@@ -277,84 +229,6 @@ std::optional<Conversation> ConversationStore::conversation(int64_t id) const {
   st.bind(1, id);
   if (!st.step()) return std::nullopt;
   return rows::read_conversation(st);
-}
-
-int64_t ConversationStore::add_message(const Message& m) {
-  sql::Transaction tx(db_);
-  if (!touch_conversation(db_, m.conversation_id)) throw_no_conversation(m.conversation_id);
-  const int64_t id = rows::insert_message(db_, m);
-  tx.commit();
-  return id;
-}
-
-int64_t ConversationStore::add_message_replacing(int64_t replaced_id, const Message& m) {
-  sql::Transaction tx(db_);
-  const std::optional<int64_t> conv = message_conversation(db_, replaced_id);
-  if (!conv) throw_no_message(replaced_id);
-  if (m.conversation_id != 0 && m.conversation_id != *conv)
-    throw StorageError("invalid", "message " + std::to_string(replaced_id) +
-                                      " belongs to conversation " + std::to_string(*conv) +
-                                      ", not " + std::to_string(m.conversation_id));
-  deactivate_from(db_, *conv, replaced_id);
-  Message copy = m;
-  copy.conversation_id = *conv;
-  touch_conversation(db_, *conv);
-  const int64_t id = rows::insert_message(db_, copy);
-  tx.commit();
-  return id;
-}
-
-std::vector<Message> ConversationStore::messages(int64_t conversation_id) const {
-  return rows::select_messages(db_, conversation_id, /*active_only=*/true);
-}
-
-std::vector<Message> ConversationStore::all_messages(int64_t conversation_id) const {
-  return rows::select_messages(db_, conversation_id, /*active_only=*/false);
-}
-
-void ConversationStore::set_message_active(int64_t message_id, bool active) {
-  sql::Transaction tx(db_);
-  const std::optional<int64_t> conv = message_conversation(db_, message_id);
-  if (!conv) throw_no_message(message_id);
-  set_message_active_row(db_, message_id, active);
-  touch_conversation(db_, *conv);
-  tx.commit();
-}
-
-std::vector<Message> ConversationStore::reply_alternatives(int64_t reply_id) const {
-  const std::optional<int64_t> conv = message_conversation(db_, reply_id);
-  if (!conv) return {};
-  const std::vector<Message> all = rows::select_messages(db_, *conv, /*active_only=*/false);
-  const auto at = std::find_if(all.begin(), all.end(), [reply_id](const Message& m) { return m.id == reply_id; });
-  if (at == all.end() || at->role != "assistant") return {};
-  auto first = at, last = at + 1;
-  while (first != all.begin() && (first - 1)->role == "assistant") --first;
-  while (last != all.end() && last->role == "assistant") ++last;
-  return std::vector<Message>(first, last);
-}
-
-void ConversationStore::switch_alternative(int64_t from_id, int64_t to_id) {
-  const std::vector<Message> alts = reply_alternatives(from_id);
-  if (alts.empty()) throw_no_message(from_id);
-  const auto from = std::find_if(alts.begin(), alts.end(), [from_id](const Message& m) { return m.id == from_id; });
-  const bool sibling = std::any_of(alts.begin(), alts.end(), [to_id](const Message& m) { return m.id == to_id; });
-  if (!sibling) throw StorageError("invalid", "message " + std::to_string(to_id) + " is not an alternative of reply " +
-                                                  std::to_string(from_id));
-  if (!from->active) throw StorageError("invalid", "reply " + std::to_string(from_id) + " is not the active one");
-  sql::Transaction tx(db_);
-  set_message_active_row(db_, from_id, false);
-  set_message_active_row(db_, to_id, true);
-  touch_conversation(db_, from->conversation_id);
-  tx.commit();
-}
-
-void ConversationStore::delete_message(int64_t message_id) {
-  sql::Transaction tx(db_);
-  const std::optional<int64_t> conv = message_conversation(db_, message_id);
-  if (!conv) return;  // the destructor ends the empty transaction
-  delete_message_row(db_, message_id);
-  touch_conversation(db_, *conv);
-  tx.commit();
 }
 
 // ---- default path -------------------------------------------------------------------------

@@ -10,8 +10,10 @@
 // Also stored: generation runs per message, model files (path, sha256, size, architecture) and
 // saved compare-view runs; export/import of a conversation is in storage/export.h.
 //
-// Regenerate (FAULT-KINDS B21) keeps the replaced reply as an inactive branch: messages() returns
-// the one active path (what goes into the model's context), all_messages() every stored row.
+// Messages form a tree (storage/branches.h): Regenerate, Continue and edit-and-resend store the
+// new message as an alternative beside the one it replaces, which stays with its own branch
+// (FAULT-KINDS B21: it never reaches the context). messages() returns the one active path (what
+// goes into the model's context), all_messages() every stored row.
 //
 // Thread use: one ConversationStore per thread (each owns its sqlite3 connection). Several
 // connections, in one process or several, may share a file: readers never block (WAL), writers
@@ -75,7 +77,12 @@ struct Message {
   std::string template_name;
   MessageStats stats;
   int64_t created_ms = 0;           // Unix epoch ms; 0 on add_message means "now"
-  bool active = true;               // false: replaced by a regeneration, outside the context
+  // The message this one follows (0: the conversation's first message); messages with the same
+  // parent are alternatives of one place (storage/branches.h).
+  int64_t parent_id = 0;
+  // Chosen among its alternatives: the active path follows chosen messages from the first one.
+  // false: replaced (by Regenerate, Continue or an edit) or on a branch switched away from.
+  bool active = true;
   // Assistant replies: why generation ended, engine/generator.h's finish_reason_name() ("length":
   // max tokens reached, "eos": the model ended it, "stop": a stop string, "cancelled": the user
   // stopped it, "context_full": the context window filled up); "" = unknown (user messages, rows
@@ -173,30 +180,37 @@ class ConversationStore {
   std::vector<Conversation> list_conversations() const;  // newest updated_ms first, then newest id
   std::optional<Conversation> conversation(int64_t id) const;  // nullopt when unknown
 
-  // Stores m (its id is ignored) and returns the new id; sets the conversation's updated_ms to
-  // now. Throws StorageError "not_found" (unknown conversation) or "invalid" (role not
-  // system/user/assistant, a negative token id, drafted neither empty nor one 0/1 per token).
+  // Appends m (its id, parent_id and active flag are ignored) to the end of the conversation's
+  // active path and returns the new id; sets the conversation's updated_ms to now. Throws
+  // StorageError "not_found" (unknown conversation) or "invalid" (role not system/user/assistant,
+  // a negative token id, drafted neither empty nor one 0/1 per token).
   int64_t add_message(const Message& m);
-  // Regenerate / edit-and-resend: in one transaction marks `replaced_id` and every later active
-  // message of its conversation inactive (kept, outside the context) and adds m to the same
-  // conversation (m.conversation_id may be 0). Returns the new id. Throws like add_message, and
-  // "not_found" for an unknown replaced_id or "invalid" when m names another conversation.
+  // Regenerate / Continue / edit-and-resend, in one transaction: stores m as an alternative of
+  // `replaced_id` (same parent) and makes it the active one there; the replaced message stays,
+  // inactive, with the branch below it (m.conversation_id may be 0). Returns the new id. Throws
+  // like add_message, and "not_found" for an unknown replaced_id or "invalid" when m names
+  // another conversation.
   int64_t add_message_replacing(int64_t replaced_id, const Message& m);
-  // The active path, in insertion order: what a context is rebuilt from. Throws StorageError
-  // "corrupt" when a stored token blob breaks its invariants (ids are never silently dropped).
+  // The active path (storage/branches.h), first message first: what a context is rebuilt from.
+  // Throws StorageError "corrupt" when a stored token blob breaks its invariants (ids are never
+  // silently dropped).
   std::vector<Message> messages(int64_t conversation_id) const;
   // Every stored message including inactive branches, in insertion order.
   std::vector<Message> all_messages(int64_t conversation_id) const;
-  // Throws StorageError "not_found" for an unknown id.
-  void set_message_active(int64_t message_id, bool active);
-  void delete_message(int64_t message_id);  // unknown id: no-op
-  // The alternatives of reply `reply_id`: the run of assistant messages stored one after another
-  // at its place (Regenerate appends the new reply right after the one it replaces), active or
-  // not, in insertion order; the reply itself included. Empty for an unknown id or a non-reply.
-  std::vector<Message> reply_alternatives(int64_t reply_id) const;
-  // Makes alternative `to_id` the active reply instead of `from_id`, in one transaction.
-  // Throws StorageError "not_found" (unknown id) or "invalid" (not two alternatives of one place,
-  // as reply_alternatives defines them, or `from_id` not active).
+  // Deletes one message; its children (the rest of the path) follow its parent instead, so the
+  // path goes on without it. Unknown id: no-op.
+  void delete_message(int64_t message_id);
+  // The alternatives of message `id` (branches::alternatives: same parent and role), in
+  // insertion order, `id` included. Empty for an unknown id.
+  std::vector<Message> alternatives(int64_t id) const;
+  // For each message on the active path that has alternatives: its id and the ids of all its
+  // alternatives (itself included, insertion order). Path order.
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> path_alternatives(int64_t conversation_id) const;
+  // Makes alternative `to_id` the active one instead of `from_id`, in one transaction, and the
+  // path below it the branch it had (the branch's chosen messages; where a message has children
+  // but none chosen, as in branches stored before schema 5, its newest child). Throws
+  // StorageError "not_found" (unknown id) or "invalid" (not two alternatives of one place, or
+  // `from_id` not active).
   void switch_alternative(int64_t from_id, int64_t to_id);
 
   // ---- search, generations, models, compare runs, import (store_records.cpp) ----
@@ -229,9 +243,10 @@ class ConversationStore {
 
   // Stores c (its id ignored) with all its messages in one transaction, preserving titles,
   // created/updated times (0 = now), and per message: text, role, token ids, drafted, tokenizer
-  // hash, template name, stats, active flag, created time. Message ids and conversation ids are
-  // ignored; the order of `all_messages` is kept. Returns the new conversation's id. Throws
-  // StorageError "invalid" (as add_message) and stores nothing then.
+  // hash, template name, stats, parent, active flag, created time. Message ids and parent ids
+  // name messages within `all_messages` (they get new ids here; conversation ids are ignored);
+  // the order of `all_messages` is kept. Returns the new conversation's id. Throws StorageError
+  // "invalid" (as add_message, or branches::validate_tree) and stores nothing then.
   int64_t import_conversation(const Conversation& c, const std::vector<Message>& all_messages);
 
  private:

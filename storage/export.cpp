@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "storage/branches.h"
+
 namespace specchat {
 namespace {
 
@@ -159,8 +161,7 @@ std::string export_markdown(const Conversation& c, const std::vector<Message>& m
     }
     out += "\n";
   }
-  for (const Message& m : messages) {
-    if (!m.active) continue;
+  for (const Message& m : branches::active_path(messages)) {
     out += std::string("**") + role_label(m.role) + "**\n\n" + markdown_line_breaks(m.text) + "\n\n";
     if (has_stats(m)) {  // appended piecewise: "*" + std::string trips GCC bug 105329 (-Wrestrict)
       out += '*';
@@ -186,8 +187,7 @@ std::string export_html(const Conversation& c, const std::vector<Message>& messa
   if (!c.system_prompt.empty())
     out += "<section class=\"msg system\"><div class=\"role\">System prompt</div>"
            "<div class=\"text\">" + html_escape(c.system_prompt) + "</div></section>\n";
-  for (const Message& m : messages) {
-    if (!m.active) continue;
+  for (const Message& m : branches::active_path(messages)) {
     const std::string cls = m.role == "user" || m.role == "assistant" ? m.role : "system";
     out += "<article class=\"msg " + cls + "\"><div class=\"role\">" + role_label(m.role) +
            "</div><div class=\"text\">" + html_escape(m.text) + "</div>";

@@ -5,17 +5,24 @@
 // stored field of every message, inactive branches included, so an import gives back an
 // identical conversation (ids aside, which the importing database assigns).
 //
-// JSON format "specchat-conversation", version 1 (UTF-8; unknown keys are ignored):
-//   { "format": "specchat-conversation", "version": 1,
+// JSON format "specchat-conversation", version 2 (UTF-8; unknown keys are ignored):
+//   { "format": "specchat-conversation", "version": 2,
 //     "conversation": { "title", "system_prompt", "created_ms", "updated_ms" },
 //     "messages": [ { "role": "system"|"user"|"assistant", "text",
 //                     "token_ids": [int, ...]      (raw, unpadded; each 0..2^31-1),
 //                     "drafted": [0|1, ...]        (one per token, or empty),
 //                     "tokenizer_hash": "<decimal uint64>"  (a string: JSON readers such as
 //                                                  JavaScript lose integers above 2^53),
-//                     "template_name", "stats": { MessageStats fields }, "active": bool,
+//                     "template_name", "stats": { MessageStats fields },
+//                     "parent": int|null   (index in "messages" of the message it follows,
+//                                           always an earlier one; null for the first),
+//                     "active": bool       (chosen among the messages sharing its parent:
+//                                           storage/branches.h; at most one per parent),
+//                     "finish": ""|"length"|"eos"|"stop"|"cancelled"|"context_full",
 //                     "created_ms" }, ... ] }
-// Times are Unix epoch milliseconds. Messages are in insertion order.
+// Times are Unix epoch milliseconds. Messages are in insertion order. Version 1 files (no
+// "parent"; "active" meant "on the active path") are still read: their branches are rebuilt as
+// the schema-5 migration does (branches::infer_legacy_parents).
 //
 // Qt-free; pure functions except import_json.
 #pragma once
@@ -44,15 +51,19 @@ std::string export_html(const Conversation& c, const std::vector<Message>& messa
 std::string export_json(const Conversation& c, const std::vector<Message>& messages);
 
 struct ImportedConversation {
-  Conversation conversation;      // id 0
-  std::vector<Message> messages;  // ids 0, conversation_id 0, in file order
+  Conversation conversation;  // id 0
+  // In file order, conversation_id 0. Version 2: id = index + 1 and parent_id = parent's index
+  // + 1 (0 for none), as ConversationStore::import_conversation takes them; version 1: ids and
+  // parents 0 (a flat list, given parents on import).
+  std::vector<Message> messages;
 };
 
-// Parses and checks a "specchat-conversation" version 1 document. Throws
+// Parses and checks a "specchat-conversation" version 1 or 2 document. Throws
 // StorageError("invalid", "<what is wrong, with the JSON path>"), for example
 // "$.messages[2].token_ids[5]: -3 is not a token id (0..2147483647)", on malformed JSON, another
 // format or version, a wrong type, a negative token id, a drafted list whose length is neither 0
-// nor the token count, an unknown role.
+// nor the token count, an unknown role, a parent that is not an earlier message, two active
+// messages sharing a parent.
 ImportedConversation parse_conversation_json(const std::string& json);
 
 // parse_conversation_json + ConversationStore::import_conversation (one transaction). Returns

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "storage/export.h"
 #include "storage/rows.h"
@@ -16,11 +18,13 @@ using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;  // keys in the order written: readable files
 
 constexpr const char* kFormat = "specchat-conversation";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
+constexpr int kLegacyVersion = 1;  // no "parent"; "active" = on the active path
 
 // ---- export -------------------------------------------------------------------------------
 
-OrderedJson message_to_json(const Message& m) {
+// `parent`: the index of m's parent in the exported list, or null.
+OrderedJson message_to_json(const Message& m, const OrderedJson& parent) {
   // The store's own stats encoding, so the two never disagree (keys in alphabetical order).
   const Json stored_stats = rows::stats_to_json(m.stats);
   OrderedJson stats = OrderedJson::object();
@@ -34,6 +38,7 @@ OrderedJson message_to_json(const Message& m) {
           {"tokenizer_hash", std::to_string(m.tokenizer_hash)},
           {"template_name", m.template_name},
           {"stats", stats},
+          {"parent", parent},
           {"active", m.active},
           {"finish", m.finish},
           {"created_ms", m.created_ms}};
@@ -195,7 +200,12 @@ std::string export_json(const Conversation& c, const std::vector<Message>& messa
                          {"created_ms", c.created_ms},
                          {"updated_ms", c.updated_ms}};
   OrderedJson ms = OrderedJson::array();
-  for (const Message& m : messages) ms.push_back(message_to_json(m));
+  std::unordered_map<int64_t, size_t> index_of;
+  for (size_t i = 0; i < messages.size(); ++i) index_of.emplace(messages[i].id, i);
+  for (const Message& m : messages) {
+    const auto p = m.parent_id != 0 ? index_of.find(m.parent_id) : index_of.end();
+    ms.push_back(message_to_json(m, p != index_of.end() ? OrderedJson(p->second) : OrderedJson(nullptr)));
+  }
   doc["messages"] = std::move(ms);
   return doc.dump(2, ' ', /*ensure_ascii=*/false, OrderedJson::error_handler_t::replace) + "\n";
 }
@@ -212,9 +222,10 @@ ImportedConversation parse_conversation_json(const std::string& json) {
   if (format != kFormat)
     invalid("$.format", "'" + format + "' is not a SpecChat conversation ('" + kFormat + "')");
   const Json* version = member(doc, "$", "version", true);
-  if (!version->is_number_integer() || *version != kVersion)
-    invalid("$.version", "unsupported version " + version->dump() + " (this build reads version " +
-                             std::to_string(kVersion) + ")");
+  if (!version->is_number_integer() || (*version != kVersion && *version != kLegacyVersion))
+    invalid("$.version", "unsupported version " + version->dump() + " (this build reads versions " +
+                             std::to_string(kLegacyVersion) + " and " + std::to_string(kVersion) + ")");
+  const bool tree = *version == kVersion;
 
   ImportedConversation out;
   const Json* conv = member(doc, "$", "conversation", true);
@@ -227,8 +238,25 @@ ImportedConversation parse_conversation_json(const std::string& json) {
 
   const Json& messages = get_array(doc, "$", "messages", true);
   out.messages.reserve(messages.size());
-  for (size_t i = 0; i < messages.size(); ++i)
-    out.messages.push_back(parse_message(messages[i], index_path("$.messages", i)));
+  std::unordered_set<int64_t> chosen_under;  // parents (index + 1, 0 = none) with an active child
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string path = index_path("$.messages", i);
+    Message m = parse_message(messages[i], path);
+    if (tree) {
+      m.id = static_cast<int64_t>(i) + 1;
+      const Json* p = member(messages[i], path, "parent", false);
+      if (p && !p->is_null()) {
+        const bool earlier = p->is_number_integer() && !p->is_number_float() &&
+                             (p->is_number_unsigned() || p->get<int64_t>() >= 0) && p->get<uint64_t>() < i;
+        if (!earlier)
+          invalid(member_path(path, "parent"), p->dump() + " is not the index of an earlier message (or null)");
+        m.parent_id = static_cast<int64_t>(p->get<uint64_t>()) + 1;
+      }
+      if (m.active && !chosen_under.insert(m.parent_id).second)
+        invalid(member_path(path, "active"), "a second active message after the same parent (one per place)");
+    }
+    out.messages.push_back(std::move(m));
+  }
   return out;
 }
 

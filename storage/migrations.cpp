@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/branches.h"
 #include "storage/sql.h"
 
 namespace specchat::migrations {
@@ -23,7 +24,8 @@ namespace {
 // messages.drafted: one byte per token (1 = an accepted draft token), or empty.
 // messages.tokenizer_hash: the 64-bit hash stored bit-for-bit in a signed INTEGER.
 // messages.active: 0 for a reply replaced by Regenerate (kept as an inactive branch, outside
-//   the context; FAULT-KINDS B21), so a conversation has one active path.
+//   the context; FAULT-KINDS B21), so a conversation has one active path (version 5 refines it:
+//   chosen among the messages sharing a parent).
 constexpr const char* kSchemaV1 = R"sql(
 PRAGMA application_id = 1399866216;
 CREATE TABLE conversations (
@@ -121,6 +123,21 @@ constexpr const char* kUpdateCompareRatios = "UPDATE compare_runs SET speedup = 
 // was never recorded.
 constexpr const char* kSchemaV4 = "ALTER TABLE messages ADD COLUMN finish TEXT NOT NULL DEFAULT ''";
 
+// Version 5: messages form a tree (storage/branches.h, issue 12): parent_id is the message a
+// message follows (NULL for a conversation's first), and `active` now means "chosen among the
+// messages sharing its parent" instead of "on the active path", so an alternative of an earlier
+// reply keeps the branch below it. apply_v5 fills parent_id for the rows stored before
+// (branches::infer_legacy_parents: the active path stays exactly as it was).
+// messages_by_parent serves child lookups and the foreign key check of a delete;
+// messages_one_active allows one chosen message per place (ifnull: NULL parents are equal here).
+constexpr const char* kSchemaV5Column = "ALTER TABLE messages ADD COLUMN parent_id INTEGER REFERENCES messages(id)";
+constexpr const char* kSchemaV5Indexes = R"sql(
+CREATE INDEX messages_by_parent ON messages(parent_id);
+CREATE UNIQUE INDEX messages_one_active ON messages(conversation_id, ifnull(parent_id, 0)) WHERE active = 1;
+)sql";
+constexpr const char* kSelectMessagePlaces = "SELECT id, conversation_id, role, active FROM messages ORDER BY conversation_id, id";
+constexpr const char* kUpdateParent = "UPDATE messages SET parent_id = ?2 WHERE id = ?1";
+
 constexpr const char* kSelectUserVersion = "PRAGMA user_version";
 // One statement, so one snapshot: read separately, a connection racing ours to create the same
 // new file could commit in between and make it look like another program's file.
@@ -164,6 +181,33 @@ void apply_v3(sqlite3* db) {
 }
 
 void apply_v4(sqlite3* db) { sql::exec(db, kSchemaV4, "migration 4 (messages.finish)"); }
+
+void apply_v5(sqlite3* db) {
+  sql::exec(db, kSchemaV5Column, "migration 5 (messages.parent_id)");
+  std::vector<std::vector<Message>> conversations;
+  {
+    sql::Stmt st(db, kSelectMessagePlaces, "migration 5: read messages");
+    while (st.step()) {
+      Message m;
+      m.id = st.int64(0);
+      m.conversation_id = st.int64(1);
+      m.role = st.text(2);
+      m.active = st.int64(3) != 0;
+      if (conversations.empty() || conversations.back().front().conversation_id != m.conversation_id)
+        conversations.emplace_back();
+      conversations.back().push_back(std::move(m));
+    }
+  }
+  for (std::vector<Message>& ms : conversations) {
+    branches::infer_legacy_parents(ms);
+    for (const Message& m : ms) {
+      if (m.parent_id == 0) continue;
+      sql::Stmt st(db, kUpdateParent, "migration 5: set parent");
+      st.bind(1, m.id).bind(2, m.parent_id).run();
+    }
+  }
+  sql::exec(db, kSchemaV5Indexes, "migration 5 (branch indexes)");
+}
 
 int64_t select_int(sqlite3* db, const char* query) {
   sql::Stmt st(db, query, query);
@@ -216,6 +260,7 @@ const std::vector<Step>& steps() {
       {2, "compare_runs: saved baseline vs speculative comparisons", apply_v2},
       {3, "compare_runs: speedup is the decode tokens/s ratio, total_time_ratio beside it", apply_v3},
       {4, "messages.finish: why each reply ended", apply_v4},
+      {5, "messages.parent_id: branches as a tree, one chosen alternative per place", apply_v5},
   };
   return kSteps;
 }

@@ -34,13 +34,20 @@ std::vector<int32_t> decode_ids(const std::vector<uint8_t>& blob) {
 
 constexpr const char* kInsertMessage =
     "INSERT INTO messages (conversation_id, role, text, token_ids, raw_len, latent_len, n_tokens, "
-    "drafted, tokenizer_hash, template_name, stats_json, created_ms, active, finish) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+    "drafted, tokenizer_hash, template_name, stats_json, created_ms, active, finish, parent_id) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
 #define SPECCHAT_MESSAGE_COLUMNS                                                          \
   "SELECT id, conversation_id, role, text, token_ids, raw_len, latent_len, n_tokens, drafted, " \
-  "tokenizer_hash, template_name, stats_json, created_ms, active, finish FROM messages "
+  "tokenizer_hash, template_name, stats_json, created_ms, active, finish, parent_id FROM messages "
+// The active path (branches.h): the chosen first message, then the chosen child of each one. The
+// unique index messages_one_active allows one chosen child per parent, so this is a chain; a
+// child's id is above its parent's (inserted later, or moved up to an older parent by
+// delete_message), so id order is path order.
 constexpr const char* kSelectActiveMessages =
-    SPECCHAT_MESSAGE_COLUMNS "WHERE conversation_id = ?1 AND active = 1 ORDER BY id";
+    "WITH RECURSIVE path(id) AS ("
+    " SELECT id FROM messages WHERE conversation_id = ?1 AND parent_id IS NULL AND active = 1"
+    " UNION ALL SELECT m.id FROM messages m JOIN path p ON m.parent_id = p.id WHERE m.active = 1) "
+    SPECCHAT_MESSAGE_COLUMNS "WHERE id IN path ORDER BY id";
 constexpr const char* kSelectAllMessages =
     SPECCHAT_MESSAGE_COLUMNS "WHERE conversation_id = ?1 ORDER BY id";
 #undef SPECCHAT_MESSAGE_COLUMNS
@@ -73,6 +80,7 @@ Message read_message(const sql::Stmt& st) {
   m.created_ms = st.int64(12);
   m.active = st.int64(13) != 0;
   m.finish = st.text(14);
+  m.parent_id = st.is_null(15) ? 0 : st.int64(15);
   return m;
 }
 
@@ -153,7 +161,12 @@ int64_t insert_message(sqlite3* db, const Message& m) {
   st.bind(9, static_cast<int64_t>(m.tokenizer_hash)).bind(10, m.template_name);  // bit-for-bit
   st.bind(11, stats_to_json(m.stats).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   st.bind(12, m.created_ms ? m.created_ms : sql::now_ms());
-  st.bind(13, int64_t{m.active ? 1 : 0}).bind(14, m.finish).run();
+  st.bind(13, int64_t{m.active ? 1 : 0}).bind(14, m.finish);
+  if (m.parent_id != 0)
+    st.bind(15, m.parent_id);
+  else
+    st.bind_null(15);
+  st.run();
   return sqlite3_last_insert_rowid(db);
 }
 

@@ -30,11 +30,12 @@ MessageStats stats_from_json(const std::string& text);
 // is_finish_reason() refuses.
 void validate_message(const Message& m);
 
-// Validates m, then inserts one row into m.conversation_id (created_ms 0 = now). Returns the new
-// id. Throws StorageError ("invalid", or "sql" when the conversation does not exist).
+// Validates m, then inserts one row into m.conversation_id (created_ms 0 = now; parent_id 0 =
+// NULL, the first place) with m's parent and active flag as given. Returns the new id. Throws StorageError ("invalid", or "sql" when the conversation does not exist).
 int64_t insert_message(sqlite3* db, const Message& m);
 
-// Active path only (`active_only`) or every message of a conversation, in insertion order.
+// The active path (`active_only`: branches.h, walked in SQL) or every message of a
+// conversation, in insertion order (for the path, also path order).
 // Throws StorageError "corrupt" for a token blob that breaks its invariants.
 std::vector<Message> select_messages(sqlite3* db, int64_t conversation_id, bool active_only);
 

@@ -1,9 +1,12 @@
 // ConversationStore: search, generations, models, compare runs and import (see
 // conversation_store.h). Same rules as conversation_store.cpp: each SQL statement a named
 // constant used by one small function, every write one BEGIN IMMEDIATE transaction.
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
+#include "storage/branches.h"
 #include "storage/conversation_store.h"
 #include "storage/rows.h"
 #include "storage/sql.h"
@@ -279,13 +282,24 @@ std::vector<CompareRecord> ConversationStore::compare_runs(std::optional<int64_t
 
 int64_t ConversationStore::import_conversation(const Conversation& c,
                                                const std::vector<Message>& all_messages) {
-  for (const Message& m : all_messages) rows::validate_message(m);  // before taking the lock
+  // Before taking the lock: each message, then the tree. A list without ids (every id and
+  // parent 0) is a flat list as stored before schema 5, given its parents the same way.
+  for (const Message& m : all_messages) rows::validate_message(m);
+  std::vector<Message> tree = all_messages;
+  const bool flat = std::all_of(tree.begin(), tree.end(), [](const Message& m) { return m.id == 0 && m.parent_id == 0; });
+  if (flat) {
+    for (size_t i = 0; i < tree.size(); ++i) tree[i].id = static_cast<int64_t>(i) + 1;
+    branches::infer_legacy_parents(tree);
+  }
+  branches::validate_tree(tree);
   sql::Transaction tx(db_);
   const int64_t id = insert_conversation_with_times(db_, c);
-  for (const Message& m : all_messages) {
+  std::unordered_map<int64_t, int64_t> new_id;  // id in `tree` -> stored id
+  for (const Message& m : tree) {
     Message copy = m;
     copy.conversation_id = id;
-    rows::insert_message(db_, copy);
+    copy.parent_id = m.parent_id == 0 ? 0 : new_id.at(m.parent_id);  // validate_tree: an earlier one
+    new_id[m.id] = rows::insert_message(db_, copy);
   }
   tx.commit();
   return id;

@@ -59,12 +59,12 @@ ChatController::ChatController(EngineWorker* worker, const QString& database_pat
   connect(sw, &StorageWorker::messageSaveFailed, this, &ChatController::onMessageSaveFailed, Qt::QueuedConnection);
   connect(sw, &StorageWorker::renameFailed, this, &ChatController::onRenameFailed, Qt::QueuedConnection);
   connect(sw, &StorageWorker::alternativesLoaded, this,
-          [this](qint64 reply_id, const QList<qint64>& ids, int active) {
-            const int last = model_.rowCount() - 1;
-            if (last < 0 || model_.item(last).id != reply_id || active < 0) return;
-            alt_ids_ = ids;
-            alt_reply_ = reply_id;
-            model_.setAlternatives(last, active, static_cast<int>(ids.size()));
+          [this](qint64 conversation_id, const QHash<qint64, QList<qint64>>& alternatives) {
+            const qint64 real = conversation_id < 0 ? created_ids_.value(conversation_id, 0) : conversation_id;
+            if (loading_id_ != 0 || (conversation_id != conversation_id_ && real != conversation_id_))
+              return;  // another conversation, or a path that is being replaced
+            alternatives_ = alternatives;
+            applyAlternatives();
           },
           Qt::QueuedConnection);
   connect(sw, &StorageWorker::lastGeneration, this,
@@ -142,8 +142,7 @@ void ChatController::showConversation(const Conversation& c, const std::vector<M
   setTitle(QString::fromStdString(c.title));
   Q_EMIT systemPromptChanged(system_prompt_);
   Q_EMIT conversationChanged(conversation_id_);
-  alt_ids_.clear();
-  alt_reply_ = 0;
+  alternatives_.clear();
   requestAlternatives();
   if (persistent_ && conversation_id_ > 0) {
     post([id = conversation_id_](StorageWorker* w) { w->loadLastGeneration(id); });
@@ -410,7 +409,7 @@ void ChatController::onMessageSaved(qint64 pending_id, qint64 id) {
   for (int row = 0; row < model_.rowCount(); ++row) {
     if (model_.item(row).id == pending_id) {
       model_.setMessageId(row, id);
-      if (row == model_.rowCount() - 1) requestAlternatives();  // a regenerated reply: "‹ n/n ›"
+      requestAlternatives();  // a regenerated reply or an edited message: "‹ n/n ›"
       break;
     }
   }

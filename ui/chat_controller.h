@@ -101,10 +101,12 @@ class ChatController : public QObject {
   // one (the cut one stays, "‹ 1/2 ›"). Ignored while busy or loading, or when canContinue()
   // is false; with a remote engine the status line explains that a server cannot resume it.
   void continueReply();
-  // Shows the previous (`delta` -1) or next (+1) regenerated alternative of the last reply and
-  // makes it the active branch (stored: it is what opens after a restart, and what the next
-  // context is built from). Ignored while busy or without alternatives.
-  void showAlternative(int delta);
+  // Shows the previous (`delta` -1) or next (+1) alternative of message `row` (a regenerated or
+  // continued reply, or another version of an edited message) with the turns that followed it
+  // there, and makes that branch the active path (stored: it is what opens after a restart, and
+  // what the next context is built from). Ignored while busy or loading, or when the row has no
+  // alternative that way.
+  void showAlternative(int row, int delta);
   // Starts an empty conversation (stops a running reply first, saving it like openConversation).
   // When the open conversation is already empty (no messages, untitled, no system prompt) it is
   // reused instead of adding another empty one to the list.
@@ -190,7 +192,9 @@ class ChatController : public QObject {
   void onMessageSaved(qint64 pending_id, qint64 id);
   void onMessageSaveFailed(qint64 pending_id, const QString& reason);
   void onRenameFailed(qint64 id, const QString& stored_title, const QString& reason);
-  void requestAlternatives();  // for the last reply, when it is stored
+  void requestAlternatives();  // for the shown path, when its conversation is stored
+  // Applies alternatives_ to the rows of the view ("‹ i/n ›").
+  void applyAlternatives();
   void onListed(const std::vector<specchat::Conversation>& list);
   // The status line after a reply: the models' "Ready" line (with any storage notice).
   void restoreReadyStatus();
@@ -204,8 +208,9 @@ class ChatController : public QObject {
   bool read_only_ = false;
   QString search_;
   QHash<qint64, qint64> created_ids_;  // pending conversation id -> real id
-  QList<qint64> alt_ids_;              // the last reply's alternatives (storage ids), in order
-  qint64 alt_reply_ = 0;               // the reply they belong to
+  // Alternatives of the shown path's messages (storage ids, insertion order), by message id;
+  // only messages that have some (ConversationStore::path_alternatives).
+  QHash<qint64, QList<qint64>> alternatives_;
   qint64 conversation_id_ = 0;
   qint64 loading_id_ = 0;        // conversation requested, not yet loaded
   qint64 last_pending_ = 0;      // pending ids count down from -1

@@ -1,6 +1,6 @@
 // ChatController's branches (chat_controller.h): edit and resend (a new branch), delete a
 // message, continue a reply that stopped short (the whole reply becomes a new alternative), and
-// the regenerated alternatives of the last reply ("‹ i/n ›"). Every change goes
+// the alternatives of any message on the path ("‹ i/n ›", storage/branches.h). Every change goes
 // through the storage thread, so the active path in the database is what the view shows and
 // what the next context is built from.
 #include <QDateTime>
@@ -10,20 +10,32 @@
 namespace specchat::ui {
 
 void ChatController::requestAlternatives() {
-  const int last = model_.rowCount() - 1;
-  if (!persistent_ || last < 0 || model_.item(last).role != QLatin1String("assistant")) return;
-  const qint64 id = model_.item(last).id;
-  if (id > 0) post([id](StorageWorker* w) { w->loadAlternatives(id); });
+  if (!persistent_ || conversation_id_ == 0 || model_.rowCount() == 0) return;
+  post([id = conversation_id_](StorageWorker* w) { w->loadAlternatives(id); });
 }
 
-void ChatController::showAlternative(int delta) {
-  const int last = model_.rowCount() - 1;
-  if (isBusy() || loading_id_ != 0 || last < 0 || alt_ids_.size() < 2 || model_.item(last).id != alt_reply_) return;
-  const int at = static_cast<int>(alt_ids_.indexOf(alt_reply_));
+void ChatController::applyAlternatives() {
+  for (int row = 0; row < model_.rowCount(); ++row) {
+    const ChatItem& it = model_.item(row);
+    const QList<qint64> ids = it.id > 0 ? alternatives_.value(it.id) : QList<qint64>();
+    const int at = static_cast<int>(ids.indexOf(it.id));
+    if (at >= 0 && ids.size() > 1) {
+      if (it.alt_index != at || it.alt_count != ids.size()) model_.setAlternatives(row, at, static_cast<int>(ids.size()));
+    } else if (it.alt_count != 0) {
+      model_.setAlternatives(row, 0, 0);
+    }
+  }
+}
+
+void ChatController::showAlternative(int row, int delta) {
+  if (isBusy() || loading_id_ != 0 || row < 0 || row >= model_.rowCount()) return;
+  const qint64 id = model_.item(row).id;
+  const QList<qint64> ids = id > 0 ? alternatives_.value(id) : QList<qint64>();
+  const int at = static_cast<int>(ids.indexOf(id));
   const int to = at + delta;
-  if (at < 0 || to < 0 || to >= alt_ids_.size()) return;
+  if (at < 0 || to < 0 || to >= ids.size() || to == at) return;
   loading_id_ = conversation_id_;  // the switched path arrives as conversationLoaded
-  post([from = alt_reply_, target = alt_ids_.at(to)](StorageWorker* w) { w->switchAlternative(from, target); });
+  post([from = id, target = ids.at(to)](StorageWorker* w) { w->switchAlternative(from, target); });
 }
 
 bool ChatController::canContinue() const {
@@ -116,6 +128,7 @@ void ChatController::deleteMessage(int row) {
   if (error_row_ > row) --error_row_;
   if (id == 0 || read_only_ || !persistent_) return;
   post([id](StorageWorker* w) { w->deleteMessage(id); });
+  requestAlternatives();  // the rows after it now follow its parent: their "‹ i/n ›" may change
 }
 
 }  // namespace specchat::ui

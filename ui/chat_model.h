@@ -35,7 +35,8 @@ struct ChatItem {
   MessageStats stats;       // valid when has_stats
   QString finish;           // finish reason of a reply ("eos", "length", "cancelled", ...)
   QString save_error;       // why this message could not be stored; empty = saved or pending
-  // Regenerated alternatives of this reply (ConversationStore::reply_alternatives): shown as
+  // Alternatives of this message (ConversationStore::path_alternatives: regenerated or continued
+  // replies, versions of an edited message): shown as
   // "‹ alt_index+1/alt_count ›" when alt_count > 1.
   int alt_index = 0;
   int alt_count = 0;

@@ -91,7 +91,12 @@ ChatView::ChatView(QWidget* parent) : QTextBrowser(parent), show_drafts_action_(
 
 void ChatView::onAnchor(const QUrl& url) {
   if (url.scheme() == QLatin1String(kAlternativeScheme)) {
-    Q_EMIT alternativeRequested(url.path().toInt());
+    // "ROW,DELTA" (writeRow)
+    const QStringList parts = url.path().split(QLatin1Char(','));
+    bool row_ok = false, delta_ok = false;
+    const int row = parts.value(0).toInt(&row_ok);
+    const int delta = parts.value(1).toInt(&delta_ok);
+    if (parts.size() == 2 && row_ok && delta_ok) Q_EMIT alternativeRequested(row, delta);
     return;
   }
   if (url.scheme() == QLatin1String(kContinueScheme)) {
@@ -348,18 +353,22 @@ void ChatView::writeRow(int row) {
     }
   }
   if (it.alt_count > 1 && !it.streaming) {
-    // "‹ 2/3 ›": links to the previous / next regenerated alternative (anchorClicked).
+    // "‹ 2/3 ›": links to the previous / next alternative at this place (anchorClicked):
+    // regenerated or continued replies, or the versions of an edited message.
+    const bool reply = it.role == QLatin1String("assistant");
     QTextCharFormat f = stats_format(pal, font());
     c.insertBlock(QTextBlockFormat(), f);
     QTextCharFormat link = f;
     link.setAnchor(true);
     link.setForeground(pal.color(QPalette::Link));
-    link.setAnchorHref(QStringLiteral("%1:-1").arg(QLatin1String(kAlternativeScheme)));
-    link.setToolTip(tr("Previous reply"));
+    link.setAnchorHref(QStringLiteral("%1:%2,-1").arg(QLatin1String(kAlternativeScheme)).arg(row));
+    link.setToolTip(reply ? tr("Previous reply, with the turns that followed it")
+                          : tr("Previous version of this message, with the turns that followed it"));
     c.insertText(QStringLiteral("\u2039"), link);
     c.insertText(QStringLiteral(" %1/%2 ").arg(it.alt_index + 1).arg(it.alt_count), f);
-    link.setAnchorHref(QStringLiteral("%1:1").arg(QLatin1String(kAlternativeScheme)));
-    link.setToolTip(tr("Next reply"));
+    link.setAnchorHref(QStringLiteral("%1:%2,1").arg(QLatin1String(kAlternativeScheme)).arg(row));
+    link.setToolTip(reply ? tr("Next reply, with the turns that followed it")
+                          : tr("Next version of this message, with the turns that followed it"));
     c.insertText(QStringLiteral("\u203a"), link);
   }
   if (!it.save_error.isEmpty()) {

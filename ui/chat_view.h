@@ -80,8 +80,8 @@ class ChatView : public QTextBrowser {
  Q_SIGNALS:
   // A code block's Copy link put `code` on the clipboard.
   void codeCopied(const QString& code);
-  // The "‹" (-1) or "›" (+1) of the last reply's alternatives was clicked.
-  void alternativeRequested(int delta);
+  // The "‹" (-1) or "›" (+1) of row `row`'s alternatives was clicked.
+  void alternativeRequested(int row, int delta);
   // The "Continue" link of the last reply was clicked.
   void continueRequested();
 

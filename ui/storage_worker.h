@@ -65,9 +65,9 @@ class StorageWorker : public QObject {
   void deleteConversation(qint64 id);
   // Stores `m` (m.conversation_id may be pending) and emits messageSaved(pending_id, id).
   void addMessage(qint64 pending_id, const specchat::Message& m);
-  // Emits alternativesLoaded with reply `reply_id`'s regenerated alternatives
-  // (reply_alternatives: their ids in order and which one is active).
-  void loadAlternatives(qint64 reply_id);
+  // Emits alternativesLoaded with the alternatives of conversation `conversation_id`'s active
+  // path (path_alternatives); the id may be pending.
+  void loadAlternatives(qint64 conversation_id);
   // Makes alternative `to_id` active instead of `from_id`, then emits conversationLoaded for
   // their conversation (the new active path); failures are reported.
   void switchAlternative(qint64 from_id, qint64 to_id);
@@ -108,7 +108,9 @@ class StorageWorker : public QObject {
   void exported(const QString& path);
   void imported(const specchat::Conversation& c);
   void compareSaved(qint64 id);
-  void alternativesLoaded(qint64 reply_id, const QList<qint64>& ids, int active_index);
+  // By message id on the active path: the ids of its alternatives (itself included, insertion
+  // order); only messages that have some. `conversation_id` as requested (may be pending).
+  void alternativesLoaded(qint64 conversation_id, const QHash<qint64, QList<qint64>>& alternatives);
   void lastGeneration(qint64 conversation_id, bool found, const specchat::GenerationRecord& record);
   // A request failed; `what` names the action and the reason. Nothing else changed.
   void failed(const QString& what);

@@ -41,20 +41,19 @@ void StorageWorker::loadLastGeneration(qint64 id) {
   Q_EMIT lastGeneration(id, false, GenerationRecord{});
 }
 
-void StorageWorker::loadAlternatives(qint64 reply_id) {
+void StorageWorker::loadAlternatives(qint64 conversation_id) {
   if (!store_) return;
   try {
-    const int64_t real = resolve(reply_id);
+    const int64_t real = resolve(conversation_id);
     if (real <= 0) return;
-    QList<qint64> ids;
-    int active = -1;
-    for (const Message& m : store_->reply_alternatives(real)) {
-      if (m.id == real) active = static_cast<int>(ids.size());
-      ids << m.id;
+    QHash<qint64, QList<qint64>> out;
+    for (const auto& [id, alternatives] : store_->path_alternatives(real)) {
+      QList<qint64>& ids = out[id];
+      for (int64_t a : alternatives) ids << a;
     }
-    Q_EMIT alternativesLoaded(reply_id, ids, active);
+    Q_EMIT alternativesLoaded(conversation_id, out);
   } catch (const std::exception& e) {
-    Q_EMIT failed(tr("Could not list the other replies: %1").arg(QString::fromUtf8(e.what())));
+    Q_EMIT failed(tr("Could not list the other versions of messages: %1").arg(QString::fromUtf8(e.what())));
   }
 }
 
@@ -63,17 +62,17 @@ void StorageWorker::switchAlternative(qint64 from_id, qint64 to_id) {
   try {
     const int64_t from = resolve(from_id);
     const int64_t to = resolve(to_id);
-    const std::vector<Message> alts = store_->reply_alternatives(from);
-    if (alts.empty()) throw StorageError("not_found", "the reply no longer exists");
+    const std::vector<Message> alts = store_->alternatives(from);
+    if (alts.empty()) throw StorageError("not_found", "the message no longer exists");
     store_->switch_alternative(from, to);
     const std::optional<Conversation> c = store_->conversation(alts.front().conversation_id);
     if (c) Q_EMIT conversationLoaded(*c, store_->messages(c->id));
   } catch (const std::exception& e) {
-    Q_EMIT failed(tr("Could not switch to the other reply: %1").arg(QString::fromUtf8(e.what())));
+    Q_EMIT failed(tr("Could not switch to the other version: %1").arg(QString::fromUtf8(e.what())));
     // The view waits for the path: send the stored one, unchanged.
     try {
       const int64_t from = resolve(from_id);
-      const std::vector<Message> alts = from > 0 ? store_->reply_alternatives(from) : std::vector<Message>{};
+      const std::vector<Message> alts = from > 0 ? store_->alternatives(from) : std::vector<Message>{};
       if (!alts.empty()) loadConversation(alts.front().conversation_id);
     } catch (const std::exception&) {
       // nothing more to report than the failure above

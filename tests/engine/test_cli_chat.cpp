@@ -27,7 +27,7 @@ std::vector<std::pair<int, int>> turns(const std::string& err) {
 }
 }  // namespace
 
-TEST_CASE("cli chat: turns build on each other; /reset acknowledges and starts over", "[model][cli]") {
+TEST_CASE("cli chat: turns build on each other, /reset acknowledges and starts over", "[model][cli]") {
   const fs::path input = fs::temp_directory_path() / ("specchat-chat-input-" + std::to_string(::getpid()));
   std::ofstream(input) << "Tell me a story about Tom.\nAnd then?\n/reset\nAnd then?\n/exit\n";
   const test::CliResult r = test::run_cli({"chat", "-n", "12", "--drafter", "none"}, 180, input.string());

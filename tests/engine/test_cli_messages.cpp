@@ -26,7 +26,7 @@ struct TempFile {
 };
 }  // namespace
 
-TEST_CASE("cli: --messages with one user turn is --chat; earlier turns are in the prompt", "[model][cli]") {
+TEST_CASE("cli: --messages with one user turn is --chat, earlier turns are in the prompt", "[model][cli]") {
   const test::CliResult chat =
       test::run_cli({"generate", "--json", "-n", "8", "--drafter", "none", "--chat", "Tell me a story about Tom."});
   INFO(chat.describe());

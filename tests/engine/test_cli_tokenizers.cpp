@@ -112,7 +112,7 @@ TEST_CASE("cli: a byte-level BPE (Qwen3) vocabulary tokenizes, renders ChatML an
   CHECK(l3_prompt == tok.encode_chat_pieces(specchat::render_chat_pieces("llama3", {{"user", "Hi"}}, true, tok.specials())));
 }
 
-TEST_CASE("cli: an unknown chat template falls back with a notice; a bad pick is refused", "[model]") {
+TEST_CASE("cli: an unknown chat template falls back with a notice, a bad pick is refused", "[model]") {
   // The Qwen model with a chat template SpecChat does not know.
   const std::string src = qwen_vocab_model();
   GgufBuilder b = GgufBuilder::from_file(GgufFile::open(src));

@@ -23,7 +23,7 @@ TEST_CASE("weight types: block sizes and bytes follow ggml's layouts", "[unit][k
   CHECK(dtype_size(DType::q4_k) == 0);  // no per-element size for block types
 }
 
-TEST_CASE("weight types: ggml ids map both ways; unknown ids have no type", "[unit][kernels][dtype]") {
+TEST_CASE("weight types: ggml ids map both ways, unknown ids have no type", "[unit][kernels][dtype]") {
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
     INFO(dtype_name(t));
     REQUIRE(dtype_from_ggml(dtype_ggml_id(t)).has_value());

@@ -142,7 +142,7 @@ TEST_CASE("malformed requests are 400 errors in OpenAI's shape", "[unit]") {
   }
 }
 
-TEST_CASE("integral floats are integers; null parameters take the defaults", "[unit]") {
+TEST_CASE("integral floats are integers, null parameters take the defaults", "[unit]") {
   const ApiRequest r = ok(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":16.0,"seed":null,"stop":null})");
   CHECK(r.max_tokens == 16);
   CHECK(r.stop.empty());

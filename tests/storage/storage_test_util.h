@@ -81,6 +81,7 @@ class RawDb {
     return rows.empty() ? std::string() : rows.front();
   }
   int64_t integer(const std::string& sql) { return std::stoll(scalar(sql)); }
+  sqlite3* handle() const { return db_; }
 
  private:
   sqlite3* db_ = nullptr;

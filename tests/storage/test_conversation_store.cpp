@@ -14,7 +14,7 @@
 using namespace specchat;
 using namespace specchat::test;
 
-TEST_CASE("store: every finish reason round trips; an unknown one is refused", "[unit]") {
+TEST_CASE("store: every finish reason round trips, an unknown one is refused", "[unit]") {
   ConversationStore store(":memory:");
   const int64_t c = store.create_conversation("reasons");
   const std::vector<std::string> reasons = {"length", "eos", "stop", "cancelled", "context_full", ""};
@@ -79,7 +79,7 @@ TEST_CASE("store: a read-only database opens for reading and says it is read-onl
   CHECK(again.messages(c).size() == 1);  // nothing was half-written
 }
 
-TEST_CASE("store: regenerated replies are alternatives of one place; switching keeps one active", "[unit]") {
+TEST_CASE("store: regenerated replies are alternatives of one place, switching keeps one active", "[unit]") {
   ConversationStore store(":memory:");
   const int64_t c = store.create_conversation("alts");
   store.add_message(make_message(c, "user", "q1"));
@@ -92,17 +92,21 @@ TEST_CASE("store: regenerated replies are alternatives of one place; switching k
     for (const Message& m : ms) out.push_back(m.id);
     return out;
   };
-  CHECK(ids(store.reply_alternatives(a2)) == std::vector<int64_t>{a1, a2});
-  CHECK(ids(store.reply_alternatives(a1)) == std::vector<int64_t>{a1, a2});
-  CHECK(ids(store.reply_alternatives(b1)) == std::vector<int64_t>{b1});
-  CHECK(store.reply_alternatives(u2).empty());  // a user message has none
-  CHECK(store.reply_alternatives(9999).empty());
+  CHECK(ids(store.alternatives(a2)) == std::vector<int64_t>{a1, a2});
+  CHECK(ids(store.alternatives(a1)) == std::vector<int64_t>{a1, a2});
+  CHECK(ids(store.alternatives(b1)) == std::vector<int64_t>{b1});
+  CHECK(ids(store.alternatives(u2)) == std::vector<int64_t>{u2});  // never edited: itself only
+  CHECK(store.alternatives(9999).empty());
 
   CHECK(storage_error_kind([&] { store.switch_alternative(a2, b1); }) == "invalid");  // another place
   CHECK(storage_error_kind([&] { store.switch_alternative(a1, a2); }) == "invalid");  // a1 is not active
   store.switch_alternative(a2, a1);
-  const auto path = store.messages(c);
-  REQUIRE(path.size() == 4);
+  auto path = store.messages(c);
+  REQUIRE(path.size() == 2);  // a1's own branch: nothing followed it
   CHECK(path[1].id == a1);
+  store.switch_alternative(a1, a2);  // back: a2 with the turns that followed it
+  path = store.messages(c);
+  REQUIRE(path.size() == 4);
+  CHECK(path[1].id == a2);
   CHECK(path[3].id == b1);
 }

@@ -125,7 +125,7 @@ TEST_CASE("export json: format, version, every field of every message", "[unit]"
   const auto doc = nlohmann::json::parse(export_json(*store.conversation(c), all));
 
   CHECK(doc["format"] == "specchat-conversation");
-  CHECK(doc["version"] == 1);
+  CHECK(doc["version"] == 2);
   CHECK(doc["conversation"]["title"] == "Export \xE2\x9C\x93 test");
   CHECK(doc["conversation"]["created_ms"] == store.conversation(c)->created_ms);
   REQUIRE(doc["messages"].size() == all.size());  // inactive branch included
@@ -141,6 +141,12 @@ TEST_CASE("export json: format, version, every field of every message", "[unit]"
   CHECK(a["created_ms"] == 1'700'000'000'300);
   CHECK(doc["messages"][1]["token_ids"] == nlohmann::json({1, 450, 29871}));  // odd: no pad
   CHECK(doc["messages"][2]["active"] == false);
+  // The tree: the old reply and its replacement both follow the question (index 1).
+  CHECK(doc["messages"][0]["parent"].is_null());
+  CHECK(doc["messages"][1]["parent"] == 0);
+  CHECK(doc["messages"][2]["parent"] == 1);
+  CHECK(doc["messages"][3]["parent"] == 1);
+  CHECK(doc["messages"][4]["parent"] == 3);
 }
 
 TEST_CASE("json round trip: export, import, export again gives the same conversation", "[unit]") {
@@ -203,7 +209,11 @@ TEST_CASE("json import: malformed or unsupported input is refused and stores not
   const std::vector<Case> cases = {
       {"wrong format", [](auto& d) { d["format"] = "other-app"; }, "$.format"},
       {"missing format", [](auto& d) { d.erase("format"); }, "$.format"},
-      {"version 2", [](auto& d) { d["version"] = 2; }, "$.version"},
+      {"version 3", [](auto& d) { d["version"] = 3; }, "$.version"},
+      {"parent not earlier", [](auto& d) { d["messages"][1]["parent"] = 1; }, "$.messages[1].parent"},
+      {"parent negative", [](auto& d) { d["messages"][1]["parent"] = -1; }, "$.messages[1].parent"},
+      {"parent not an index", [](auto& d) { d["messages"][1]["parent"] = "0"; }, "$.messages[1].parent"},
+      {"two active at one place", [](auto& d) { d["messages"][2]["active"] = true; }, "$.messages[3].active"},
       {"version as string", [](auto& d) { d["version"] = "1"; }, "$.version"},
       {"messages not an array", [](auto& d) { d["messages"] = 5; }, "$.messages"},
       {"conversation missing", [](auto& d) { d.erase("conversation"); }, "$.conversation"},
@@ -279,4 +289,28 @@ TEST_CASE("export markdown: single newlines stay line breaks, fenced code stays 
   store.add_message(m);
   const std::string md = export_markdown(*store.conversation(c), store.all_messages(c));
   CHECK(contains(md, "roses are red  \nviolets are blue\n\nnew paragraph\n```\ncode line 1\ncode line 2\n```\nafter"));
+}
+
+TEST_CASE("json import: a version 1 file (no parents) keeps its active path and branches", "[unit]") {
+  // Written by a build before branches were a tree: "active" meant "on the active path".
+  const std::string v1 = R"({"format": "specchat-conversation", "version": 1, "conversation": {"title": "old"},
+    "messages": [{"role": "user", "text": "q1", "active": true},
+                 {"role": "assistant", "text": "a1", "active": false},
+                 {"role": "assistant", "text": "a1b", "active": true},
+                 {"role": "user", "text": "q2", "active": true},
+                 {"role": "assistant", "text": "a2", "active": true}]})";
+  ConversationStore store(":memory:");
+  const int64_t id = import_json(store, v1);
+  std::vector<std::string> path;
+  for (const Message& m : store.messages(id)) path.push_back(m.text);
+  CHECK(path == std::vector<std::string>{"q1", "a1b", "q2", "a2"});
+  const auto alts = store.path_alternatives(id);
+  REQUIRE(alts.size() == 1);
+  CHECK(alts[0].second.size() == 2);
+  // Exported again, it is a version 2 file with the same tree.
+  const auto doc = nlohmann::json::parse(export_json(*store.conversation(id), store.all_messages(id)));
+  CHECK(doc["version"] == 2);
+  CHECK(doc["messages"][1]["parent"] == 0);
+  CHECK(doc["messages"][2]["parent"] == 0);
+  CHECK(doc["messages"][3]["parent"] == 2);
 }

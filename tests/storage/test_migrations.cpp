@@ -12,16 +12,14 @@ using namespace specchat::test;
 TEST_CASE("migrations: schema 3 -> 4 adds messages.finish, old replies read as unknown", "[unit]") {
   TempDir dir;
   const std::string path = dir.file("v3.sqlite");
-  int64_t conv = 0;
+  const int64_t conv = 1;
   {
-    ConversationStore store(path);
-    conv = store.create_conversation("before finish reasons");
-  }
-  {
-    // Take the file back to schema 3, as a build before migration 4 left it.
+    // The file as a build before migration 4 left it: steps 1 to 3.
     RawDb raw(path);
-    raw.exec("ALTER TABLE messages DROP COLUMN finish");
+    for (const migrations::Step& s : migrations::steps())
+      if (s.version <= 3) s.apply(raw.handle());
     raw.exec("PRAGMA user_version = 3");
+    raw.exec("INSERT INTO conversations (title, created_ms, updated_ms) VALUES ('before finish reasons', 1, 1)");
     raw.exec(
         "INSERT INTO messages (conversation_id, role, text, token_ids, raw_len, latent_len, n_tokens, "
         "created_ms) VALUES (1, 'assistant', 'an old reply', x'0500000006000000', 2, 1, 2, 5)");

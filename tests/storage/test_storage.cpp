@@ -273,15 +273,17 @@ TEST_CASE("regenerate keeps one active path - replaced replies stay as inactive 
   REQUIRE(active.size() == 1);
   CHECK(active[0].id == q2);
 
-  // Switching branches by hand.
-  store.set_message_active(q2, false);
-  store.set_message_active(q, true);
-  CHECK(store.messages(c).front().text == "Q");
+  // Switching back brings the old question with the reply it had.
+  store.switch_alternative(q2, q);
+  active = store.messages(c);
+  REQUIRE(active.size() == 2);
+  CHECK(active[0].text == "Q");
+  CHECK(active[1].text == "A5");
 
   const int64_t other = store.create_conversation("other");
   CHECK(storage_error_kind([&] { store.add_message_replacing(q, make_message(other, "user", "x")); }) == "invalid");
   CHECK(storage_error_kind([&] { store.add_message_replacing(99999, make_message(0, "user", "x")); }) == "not_found");
-  CHECK(storage_error_kind([&] { store.set_message_active(99999, true); }) == "not_found");
+  CHECK(storage_error_kind([&] { store.switch_alternative(99999, q); }) == "not_found");
   CHECK(store.all_messages(c).size() == 8);  // the refused calls changed nothing
 }
 

@@ -73,9 +73,10 @@ TEST_CASE("gui branches: edit makes a new branch, the context is the active path
     ConversationStore s(db.toStdString());
     const auto all = s.all_messages(conv);
     REQUIRE(all.size() == 5);
-    CHECK_FALSE(all[2].active);  // the old question and its answer: an inactive branch
-    CHECK_FALSE(all[3].active);
+    CHECK_FALSE(all[2].active);  // the old question: an alternative, with its answer below it
+    CHECK(all[3].parent_id == all[2].id);
     CHECK(all[4].text == "second question, rephrased");
+    CHECK(all[4].parent_id == all[2].parent_id);
     const auto path = s.messages(conv);
     REQUIRE(path.size() == 3);
     CHECK(path[1].token_ids == std::vector<int32_t>{11, 12, 13});
@@ -106,7 +107,7 @@ TEST_CASE("gui branches: regenerated replies are browsable as ‹ i/n ›, the c
     first = s.add_message(msg(conv, "assistant", "story one", {1, 2}));
     second = s.add_message_replacing(first, msg(conv, "assistant", "story two", {3, 4}));  // Regenerate
     third = s.add_message_replacing(second, msg(conv, "assistant", "story three", {5, 6}));
-    REQUIRE(s.reply_alternatives(third).size() == 3);
+    REQUIRE(s.alternatives(third).size() == 3);
   }
   {
     EngineHost engine;
@@ -116,8 +117,9 @@ TEST_CASE("gui branches: regenerated replies are browsable as ‹ i/n ›, the c
     REQUIRE(wait_until([&] { return m->item(1).alt_count == 3; }, kWaitMs));
     CHECK(m->item(1).alt_index == 2);
     CHECK(m->item(1).text == QStringLiteral("story three"));
-    c.showAlternative(+1);  // already the last: nothing
-    c.showAlternative(-1);
+    c.showAlternative(1, +1);  // already the last: nothing
+    c.showAlternative(0, -1);  // the question has no other version: nothing
+    c.showAlternative(1, -1);
     REQUIRE(wait_until([&] { return m->rowCount() == 2 && m->item(1).text == QStringLiteral("story two"); }, kWaitMs));
     REQUIRE(wait_until([&] { return m->item(1).alt_count == 3 && m->item(1).alt_index == 1; }, kWaitMs));
     // The context is the active path's stored ids.
@@ -139,4 +141,63 @@ TEST_CASE("gui branches: regenerated replies are browsable as ‹ i/n ›, the c
   CHECK(path[1].id == second);
   (void)first;
   (void)third;
+}
+
+TEST_CASE("gui branches: an earlier reply or an edited earlier message switches with the turns that followed it", "[gui][unit]") {
+  QTemporaryDir dir;
+  const QString db = dir.filePath(QStringLiteral("chat.sqlite"));
+  int64_t conv = 0;
+  {
+    ConversationStore s(db.toStdString());
+    conv = s.create_conversation("earlier branches");
+    s.add_message(msg(conv, "user", "q1"));
+    const int64_t a1 = s.add_message(msg(conv, "assistant", "a1", {1}));
+    s.add_message(msg(conv, "user", "q2"));
+    s.add_message(msg(conv, "assistant", "a2", {2}));
+    s.add_message_replacing(a1, msg(conv, "assistant", "b1", {3}));  // another reply to q1...
+    s.add_message(msg(conv, "user", "q3"));                          // ...and a talk that went on from it
+    s.add_message(msg(conv, "assistant", "b3", {4}));
+  }
+  auto texts = [](const ChatModel* m) {
+    QStringList out;
+    for (int r = 0; r < m->rowCount(); ++r) out << m->item(r).text;
+    return out;
+  };
+  {
+    EngineHost engine;
+    engine.loadModels(QStringLiteral("/nonexistent/model.gguf"), QString());  // replies fail fast
+    ChatController c(engine.worker(), db);
+    ChatModel* m = c.model();
+    REQUIRE(texts(m) == QStringList({"q1", "b1", "q3", "b3"}));
+    REQUIRE(wait_until([&] { return m->item(1).alt_count == 2; }, kWaitMs));
+    CHECK(m->item(1).alt_index == 1);
+    CHECK(m->item(0).alt_count == 0);  // no other version of the first question
+    CHECK(m->item(3).alt_count == 0);
+
+    c.showAlternative(1, -1);  // the first reply, with the turns that followed it
+    REQUIRE(wait_until([&] { return texts(m) == QStringList({"q1", "a1", "q2", "a2"}); }, kWaitMs));
+    REQUIRE(wait_until([&] { return m->item(1).alt_count == 2 && m->item(1).alt_index == 0; }, kWaitMs));
+    std::vector<specchat::ContextMessage> ctx = c.contextMessages();
+    REQUIRE(ctx.size() == 4);
+    CHECK(ctx[1].ids == std::vector<int32_t>{1});
+    CHECK(ctx[3].ids == std::vector<int32_t>{2});
+
+    // Edit the first question: a version beside it, browsable on the question itself.
+    c.editMessage(0, QStringLiteral("q1, rephrased"));
+    REQUIRE(wait_until([&] { return !c.isBusy(); }, kWaitMs));  // no model: the reply fails
+    REQUIRE(wait_until([&] { return m->item(0).alt_count == 2 && m->item(0).alt_index == 1; }, kWaitMs));
+    c.showAlternative(0, -1);
+    REQUIRE(wait_until([&] { return texts(m) == QStringList({"q1", "a1", "q2", "a2"}); }, kWaitMs));
+    REQUIRE(wait_until([&] { return m->item(0).alt_count == 2 && m->item(0).alt_index == 0; }, kWaitMs));
+    c.flushStorage();
+  }
+  // After a restart the chosen branch is what opens, and the next context is its stored ids.
+  EngineHost engine;
+  ChatController again(engine.worker(), db);
+  REQUIRE(texts(again.model()) == QStringList({"q1", "a1", "q2", "a2"}));
+  const std::vector<specchat::ContextMessage> ctx = again.contextMessages();
+  REQUIRE(ctx.size() == 4);
+  CHECK(ctx[3].ids == std::vector<int32_t>{2});
+  ConversationStore s(db.toStdString());
+  CHECK(s.all_messages(conv).size() == 8);  // nothing was lost on the way
 }

@@ -77,7 +77,7 @@ TEST_CASE("gui chat view: new messages and the streaming reply stay in view at t
   CHECK(wait_until(at_bottom, 2000));
 }
 
-TEST_CASE("gui chat view: every finish reason is shown under its reply; a failed write on its message", "[gui][unit]") {
+TEST_CASE("gui chat view: every finish reason is shown under its reply, a failed write on its message", "[gui][unit]") {
   ChatModel m;
   ChatView v;
   v.setModel(&m);
@@ -89,7 +89,9 @@ TEST_CASE("gui chat view: every finish reason is shown under its reply; a failed
     r.finish = QString::fromLatin1(finish);
     const int row = m.append(r);
     INFO(finish);
-    CHECK(v.toPlainText().endsWith(QString::fromLatin1(words)));
+    // The reason ends the reply's note; a reply that stopped short offers Continue after it.
+    const bool continues = r.finish == QLatin1String("length") || r.finish == QLatin1String("cancelled");
+    CHECK(v.toPlainText().endsWith(QString::fromLatin1(words) + (continues ? QStringLiteral(" \u00b7 Continue") : QString())));
     CHECK(finish_reason_text(r.finish).contains(QString::fromLatin1(words)));
     m.removeAt(row);
   }
@@ -117,7 +119,7 @@ TEST_CASE("gui chat view: the search text is highlighted wherever it occurs", "[
   CHECK(v.highlightCount() == 0);
 }
 
-TEST_CASE("gui chat view: a finished reply renders as Markdown; Copy puts a code block's exact code on the clipboard", "[gui][unit]") {
+TEST_CASE("gui chat view: a finished reply renders as Markdown, Copy puts a code block's exact code on the clipboard", "[gui][unit]") {
   ChatModel m;
   ChatView v;
   v.setModel(&m);
@@ -180,4 +182,29 @@ TEST_CASE("gui chat view: the draft tint still marks the tokens of a rendered re
   QTextCursor at_plain(doc);
   at_plain.setPosition(plain.selectionStart() + 1);
   CHECK(at_plain.charFormat().background().style() == Qt::NoBrush);
+}
+
+TEST_CASE("gui chat view: ‹ i/n › on any row with alternatives, its links name the row", "[gui][unit]") {
+  ChatModel m;
+  ChatView v;
+  v.setModel(&m);
+  m.append(item("user", QStringLiteral("question")));
+  m.append(item("assistant", QStringLiteral("answer")));
+  m.append(item("user", QStringLiteral("follow-up")));
+  m.setAlternatives(0, 1, 2);  // an edited question
+  m.setAlternatives(1, 0, 3);  // a regenerated reply
+  const QString plain = v.toPlainText();
+  CHECK(plain.count(QStringLiteral("\u2039 2/2 \u203a")) == 1);
+  CHECK(plain.count(QStringLiteral("\u2039 1/3 \u203a")) == 1);
+  QList<QPair<int, int>> clicked;
+  QObject::connect(&v, &ChatView::alternativeRequested, [&](int row, int delta) { clicked.append({row, delta}); });
+  QTextDocument* doc = v.document();
+  for (const QString& arrow : {QStringLiteral("\u2039"), QStringLiteral("\u203a")}) {
+    for (QTextCursor at = doc->find(arrow); !at.isNull(); at = doc->find(arrow, at))
+      Q_EMIT v.anchorClicked(QUrl(at.charFormat().anchorHref()));
+  }
+  CHECK(clicked == QList<QPair<int, int>>({{0, -1}, {1, -1}, {0, 1}, {1, 1}}));
+  Q_EMIT v.anchorClicked(QUrl(QStringLiteral("specchat-alt:x,1")));  // malformed: ignored
+  Q_EMIT v.anchorClicked(QUrl(QStringLiteral("specchat-alt:1")));
+  CHECK(clicked.size() == 4);
 }

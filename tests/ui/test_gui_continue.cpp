@@ -63,7 +63,7 @@ TEST_CASE("gui continue: a cut reply continues from its ids, stored whole beside
     REQUIRE(path.size() == 2);
     CHECK(path[1].token_ids == whole.token_ids);
     CHECK(path[1].text == whole.text.toStdString());
-    const auto alts = store.reply_alternatives(path[1].id);
+    const auto alts = store.alternatives(path[1].id);
     REQUIRE(alts.size() == 2);  // the cut reply is kept as an inactive alternative
     CHECK(alts[0].token_ids == cut.token_ids);
   }

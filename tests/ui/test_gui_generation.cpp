@@ -60,7 +60,7 @@ TEST_CASE("gui generation: request settings draw a fresh seed at T > 0 unless pi
   CHECK(request_settings(g).sampling.seed == 42);
 }
 
-TEST_CASE("gui generation: regenerate at T > 0 uses a new seed, stored with each reply; a pinned seed repeats", "[gui][model]") {
+TEST_CASE("gui generation: regenerate at T > 0 uses a new seed, stored with each reply, a pinned seed repeats", "[gui][model]") {
   REQUIRE(QFileInfo::exists(QString::fromStdString(specchat::test::target_model())));
   QTemporaryDir dir;
   const QString db = dir.filePath(QStringLiteral("chat.sqlite"));
@@ -96,7 +96,7 @@ TEST_CASE("gui generation: regenerate at T > 0 uses a new seed, stored with each
   (void)before;
 }
 
-TEST_CASE("gui generation: the status bar says a reply is being generated, in α/τ terms; finish reasons persist", "[gui][model]") {
+TEST_CASE("gui generation: the status bar says a reply is being generated, in α/τ terms, finish reasons persist", "[gui][model]") {
   REQUIRE(QFileInfo::exists(QString::fromStdString(specchat::test::target_model())));
   QTemporaryDir dir;
   const QString db = dir.filePath(QStringLiteral("chat.sqlite"));

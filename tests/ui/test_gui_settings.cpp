@@ -228,7 +228,7 @@ TEST_CASE("gui settings: a draft with another vocabulary is explained, a matchin
   CHECK(dialog.result() == QDialog::Accepted);
 }
 
-TEST_CASE("gui settings: only the fields the drafter, tree mode and temperature use are enabled; Auto round trips", "[gui][unit]") {
+TEST_CASE("gui settings: only the fields the drafter, tree mode and temperature use are enabled, Auto round trips", "[gui][unit]") {
   AppSettings s;
   s.generation.sampling.temperature = 0;
   SettingsDialog dialog(s);
@@ -282,7 +282,7 @@ TEST_CASE("gui settings: only the fields the drafter, tree mode and temperature 
   CHECK(to_spec_settings(load_settings(file).generation).auto_tree);
 }
 
-TEST_CASE("gui settings: the dialog keeps the model library's folders and recents; a bad server URL is explained", "[gui][unit]") {
+TEST_CASE("gui settings: the dialog keeps the model library's folders and recents, a bad server URL is explained", "[gui][unit]") {
   // Regression: accepting Settings dropped the library's folders and recent models (the dialog
   // built its result from defaults).
   AppSettings s = non_default();

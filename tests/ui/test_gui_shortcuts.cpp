@@ -16,7 +16,7 @@
 using namespace specchat::ui;
 using specchat::test::wait_until;
 
-TEST_CASE("gui shortcuts: the list holds every menu shortcut and the fixed keys; Delete is in the Edit menu", "[gui][unit]") {
+TEST_CASE("gui shortcuts: the list holds every menu shortcut and the fixed keys, Delete is in the Edit menu", "[gui][unit]") {
   QTemporaryDir dir;
   const QString db = dir.filePath(QStringLiteral("chat.sqlite"));
   {

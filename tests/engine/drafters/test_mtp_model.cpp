@@ -30,7 +30,7 @@ DrafterBindErrorKind refusal(const TempDir& dir, const MtpFile& f, const LlamaMo
 
 }  // namespace
 
-TEST_CASE("mtp loader: a well-formed head binds; each defect is a typed, named error", "[unit][mtp]") {
+TEST_CASE("mtp loader: a well-formed head binds, each defect is a typed, named error", "[unit][mtp]") {
   TempDir dir("mtp-load");
   TinyTarget t = tiny_target(dir);
   const LlamaModel& target = *t.model;

@@ -302,7 +302,7 @@ TEST_CASE("feature drafters: every committed row's hidden states, two kinds in o
   check_final(db, with_reply(b, rb));
 }
 
-TEST_CASE("feature drafters: a second turn keeps the rows of the shared prefix; a switched drafter is re-fed",
+TEST_CASE("feature drafters: a second turn keeps the rows of the shared prefix, a switched drafter is re-fed",
           "[model][engine][features]") {
   Rig rig(1);
   FakeFeatureDrafter& d = *rig.block[0];

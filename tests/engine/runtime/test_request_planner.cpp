@@ -513,7 +513,7 @@ TEST_CASE("request planner: the CLI runs SpecSettings' defaults and reports both
   CHECK(base_ms >= r.json.at("baseline").at("decode_ms").get<double>());
 }
 
-TEST_CASE("plan_tree: block and MTP drafters run only where installed; a block bounds the depth", "[unit]") {
+TEST_CASE("plan_tree: block and MTP drafters run only where installed, a block bounds the depth", "[unit]") {
   PlanContext ctx = with_draft();
   ctx.has_draft_model = false;
   SpecSettings s;

@@ -70,7 +70,7 @@ struct ScratchModels {
 
 }  // namespace
 
-TEST_CASE("feature calibration grid: block chains up to B - 1 and trees; MTP chains 1-4", "[unit][calibration]") {
+TEST_CASE("feature calibration grid: block chains up to B - 1 and trees, MTP chains 1-4", "[unit][calibration]") {
   const auto g = feature_calibration_grid(DrafterChoice::block, 8);
   int chains = 0, trees = 0;
   for (const SpecSettings& s : g) {

@@ -109,7 +109,7 @@ TEST_CASE("mtp drafter: the context-row invariant (observe, sync, finished, clea
   }
 }
 
-TEST_CASE("mtp drafter: greedy chains follow the head's argmax; drafted rows are dropped", "[unit][mtp]") {
+TEST_CASE("mtp drafter: greedy chains follow the head's argmax, drafted rows are dropped", "[unit][mtp]") {
   Setup s;
   LlamaModel& target = *s.t.model;
   MtpDrafter dr(s.model, target, 0);
@@ -138,7 +138,7 @@ TEST_CASE("mtp drafter: greedy chains follow the head's argmax; drafted rows are
   for (int i = 0; i < t.size(); ++i) CHECK(t2.nodes[static_cast<size_t>(i)].token == t.nodes[static_cast<size_t>(i)].token);
 }
 
-TEST_CASE("mtp drafter: dynamic trees; a node's temporary row equals its path appended as real rows",
+TEST_CASE("mtp drafter: dynamic trees, a node's temporary row equals its path appended as real rows",
           "[unit][mtp]") {
   Setup s;
   LlamaModel& target = *s.t.model;

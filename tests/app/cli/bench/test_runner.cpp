@@ -86,7 +86,7 @@ TEST_CASE("runner: a speculative output that differs from baseline is a failure,
   CHECK(group(a, "baseline", 1, "coding").requests == 4);
 }
 
-TEST_CASE("runner: bad options are refused; max_time stops between waves", "[unit][bench]") {
+TEST_CASE("runner: bad options are refused, max_time stops between waves", "[unit][bench]") {
   test::FakeBackend be;
   be.cap = 2;
   const BenchSuite s = test::fake_suite({"qa"}, 4);

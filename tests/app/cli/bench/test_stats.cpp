@@ -42,7 +42,7 @@ TEST_CASE("stats: bootstrap CI is seeded, holds the estimate and narrows with mo
   CHECK(one.lo == one.hi);
 }
 
-TEST_CASE("records: accept lengths from drafted flags; hash of ids", "[unit][bench]") {
+TEST_CASE("records: accept lengths from drafted flags, hash of ids", "[unit][bench]") {
   // Steps: [d d t] [t] [d t] [d d] (the last cut by max_tokens).
   CHECK(accept_lengths_from_flags({1, 1, 0, 0, 1, 0, 1, 1}) == std::vector<int>{2, 0, 1, 2});
   CHECK(accept_lengths_from_flags({}).empty());
