@@ -133,6 +133,20 @@ struct CompareRecord {
   int64_t first_diff = -1;   // first differing token position; -1 exactly when identical
 };
 
+// A saved benchmark run of the app's Benchmark view (a row of `bench_runs`, schema 6).
+// report_json is the run's whole report.json (app/cli/bench/report_files.h: metadata, every
+// request record, waves, aggregates), stored as given; the other fields are its summary for
+// the list of runs.
+struct BenchRunRecord {
+  int64_t id = 0;
+  int64_t created_ms = 0;   // Unix epoch ms; 0 on save means "now"
+  std::string title;        // e.g. "qualitative · baseline, chain:k=4 · c=1,2"
+  std::string suite;        // the suite's name
+  int64_t n_records = 0;    // requests recorded
+  int64_t failures = 0;     // requests that failed or differ from baseline
+  std::string report_json;  // empty in bench_runs() listings
+};
+
 struct StoreOpenInfo {
   bool recovered_from_corrupt = false;
   std::string moved_aside_to;  // path of the corrupt file, when recovered
@@ -240,6 +254,14 @@ class ConversationStore {
   int64_t save_compare_run(const CompareRecord& r);
   // Newest first; only those of `conversation_id` when given (all runs otherwise).
   std::vector<CompareRecord> compare_runs(std::optional<int64_t> conversation_id = std::nullopt) const;
+
+  // Stores r (id ignored) and returns the new id. Throws StorageError "invalid" (report_json
+  // not a JSON object, negative counts).
+  int64_t save_bench_run(const BenchRunRecord& r);
+  // Every saved benchmark run, newest first, without report_json (read it with bench_run).
+  std::vector<BenchRunRecord> bench_runs() const;
+  std::optional<BenchRunRecord> bench_run(int64_t id) const;  // nullopt when unknown
+  void delete_bench_run(int64_t id);                          // unknown id: no-op
 
   // Stores c (its id ignored) with all its messages in one transaction, preserving titles,
   // created/updated times (0 = now), and per message: text, role, token ids, drafted, tokenizer

@@ -138,6 +138,22 @@ CREATE UNIQUE INDEX messages_one_active ON messages(conversation_id, ifnull(pare
 constexpr const char* kSelectMessagePlaces = "SELECT id, conversation_id, role, active FROM messages ORDER BY conversation_id, id";
 constexpr const char* kUpdateParent = "UPDATE messages SET parent_id = ?2 WHERE id = ?1";
 
+// Version 6: saved runs of the app's Benchmark view (issue 15). report_json holds the run's
+// report.json (every request record and the aggregates); the other columns summarise it for the
+// list of runs, so listing never parses the reports.
+constexpr const char* kSchemaV6 = R"sql(
+CREATE TABLE bench_runs (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  created_ms  INTEGER NOT NULL,
+  title       TEXT    NOT NULL DEFAULT '',
+  suite       TEXT    NOT NULL DEFAULT '',
+  n_records   INTEGER NOT NULL DEFAULT 0 CHECK (n_records >= 0),
+  failures    INTEGER NOT NULL DEFAULT 0 CHECK (failures >= 0),
+  report_json TEXT    NOT NULL
+);
+CREATE INDEX bench_runs_by_created ON bench_runs(created_ms DESC, id DESC);
+)sql";
+
 constexpr const char* kSelectUserVersion = "PRAGMA user_version";
 // One statement, so one snapshot: read separately, a connection racing ours to create the same
 // new file could commit in between and make it look like another program's file.
@@ -181,6 +197,8 @@ void apply_v3(sqlite3* db) {
 }
 
 void apply_v4(sqlite3* db) { sql::exec(db, kSchemaV4, "migration 4 (messages.finish)"); }
+
+void apply_v6(sqlite3* db) { sql::exec(db, kSchemaV6, "migration 6 (bench_runs)"); }
 
 void apply_v5(sqlite3* db) {
   sql::exec(db, kSchemaV5Column, "migration 5 (messages.parent_id)");
@@ -261,6 +279,7 @@ const std::vector<Step>& steps() {
       {3, "compare_runs: speedup is the decode tokens/s ratio, total_time_ratio beside it", apply_v3},
       {4, "messages.finish: why each reply ended", apply_v4},
       {5, "messages.parent_id: branches as a tree, one chosen alternative per place", apply_v5},
+      {6, "bench_runs: saved runs of the Benchmark view", apply_v6},
   };
   return kSteps;
 }

@@ -6,6 +6,7 @@
 #include <QScrollArea>
 #include <QScrollBar>
 
+#include "ui/benchmark_view.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_view.h"
 #include "ui/compare_view.h"
@@ -90,6 +91,19 @@ AnalysisTools install_analysis_tools(MainWindow& window, EngineWorker* worker, C
   });
   QObject::connect(controller, &ChatController::busyChanged, t.compare, &CompareView::setChatBusy);
   window.addViewAction(t.compare_action);
+
+  t.benchmark = new BenchmarkView(worker, controller->storageWorker(), &window);
+  t.benchmark->setWindowFlag(Qt::Window);
+  t.benchmark_action = new QAction(QObject::tr("&Benchmark…"), &window);
+  t.benchmark_action->setObjectName(QStringLiteral("benchmarkAction"));
+  t.benchmark_action->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_B));
+  t.benchmark_action->setToolTip(QObject::tr("Run a prompt suite baseline and speculative: speedup, τ and α by category"));
+  QObject::connect(t.benchmark_action, &QAction::triggered, &window, [bench = t.benchmark] {
+    bench->show();
+    bench->raise();
+    bench->activateWindow();
+  });
+  window.addViewAction(t.benchmark_action);
 
   auto* input = window.findChild<PromptEdit*>(QStringLiteral("promptInput"));
   auto* chat = window.findChild<ChatView*>(QStringLiteral("chatView"));

@@ -1,6 +1,7 @@
 // Plugs the speculative-decoding tools into a MainWindow: the live panel (right-hand slot,
 // fed by EngineWorker::statsUpdated), the "Highlight draft tokens" toggle of the chat view and
-// "Compare…" (Ctrl+K, a separate window running EngineWorker::compare), and the context meter. One call from
+// "Compare…" (Ctrl+K, a separate window running EngineWorker::compare), "Benchmark…" (the suite
+// sweep with its plots and saved runs, ui/benchmark_view.h), and the context meter. One call from
 // gui_main, so the window itself needs no knowledge of them.
 #pragma once
 
@@ -8,6 +9,7 @@ class QAction;
 
 namespace specchat::ui {
 
+class BenchmarkView;
 class ChatController;
 class CompareView;
 class ContextMeter;
@@ -22,6 +24,8 @@ struct AnalysisTools {
   QAction* show_drafts_action = nullptr;  // View > Highlight draft tokens (the ChatView's)
   QAction* show_live_action = nullptr;    // View > Live panel, object name showLivePanelAction
   ContextMeter* context_meter = nullptr;  // under the input box (ui/context_meter.h)
+  BenchmarkView* benchmark = nullptr;     // View > Benchmark…: a top-level window owned by `window`
+  QAction* benchmark_action = nullptr;    // object name benchmarkAction (Ctrl+Shift+B)
 };
 
 // `worker` and `controller` must outlive `window`. Compare takes the controller's generation

@@ -76,6 +76,9 @@ class ChatController : public QObject {
   QString messageText(int row) const;
   // Waits until every queued database write has run (tests, export of what was just sent).
   void flushStorage() { storage_.flush(); }
+  // The storage thread's worker, for views that keep records of their own (the Benchmark view);
+  // call its slots through queued invocations only.
+  StorageWorker* storageWorker() const { return storage_.worker(); }
 
  public Q_SLOTS:
   // Appends a user message (saved at once) and asks the engine for the reply. Ignored while a

@@ -14,6 +14,7 @@
 
 #include "engine/drafters/install.h"
 #include "engine/model_pair.h"
+#include "ui/bench_types.h"
 #include "ui/engine_types.h"
 
 namespace specchat::ui {
@@ -86,6 +87,13 @@ class EngineWorker : public QObject {
   // Counts the tokens of a prospective prompt for the context meter; emits contextMeasured
   // (ok false when no models are loaded). Never loads models itself (engine_worker_context.cpp).
   void measureContext(const specchat::ui::ContextRequest& request);
+  // Runs a benchmark sweep (engine_worker_bench.cpp) on a pair of its own, loaded like the
+  // chat's (same files and backends, KV room for the highest concurrency) and freed at the end,
+  // so the chat's KV cache and prefix reuse stay as they were; chat replies queue behind it.
+  // Emits benchProgress after each configuration of a wave, benchUpdated after each wave (at
+  // most every ~300 ms, and the last one), then benchFinished once (also on error). stop(job.id)
+  // ends it after the running wave.
+  void runBench(const specchat::ui::BenchJob& job);
 
  Q_SIGNALS:
   void modelsLoading(const QString& description);
@@ -104,6 +112,11 @@ class EngineWorker : public QObject {
   void compareFinished(const specchat::ui::CompareResult& result);
   void piecesDecoded(const specchat::ui::DecodedPieces& pieces);
   void contextMeasured(const specchat::ui::ContextUsage& usage);
+  // Benchmark: requests done of `total` after `elapsed_s` wall seconds.
+  void benchProgress(quint64 job_id, qint64 done, qint64 total, double elapsed_s);
+  // Benchmark: every request recorded so far (identity with baseline checked), for live plots.
+  void benchUpdated(quint64 job_id, const specchat::bench::BenchRun& so_far);
+  void benchFinished(const specchat::ui::BenchResult& result);
 
  private:
   bool ensureLoaded(QString* error);  // worker thread; false when no pair could be loaded

@@ -92,6 +92,15 @@ class StorageWorker : public QObject {
   void recordModel(const QString& path, const QString& architecture);
   // Saves a compare-view result (compare_runs table); emits compareSaved or failed.
   void saveCompareRun(const specchat::CompareRecord& r);
+  // Benchmark view (storage_worker_bench.cpp): saves a run and emits benchRunSaved; lists the
+  // saved runs (benchRunsListed, newest first, without reports); reads one (benchRunLoaded);
+  // deletes one (then lists again); lists the saved compare runs (compareRunsListed). Failures
+  // and "no database" come as benchStorageFailed.
+  void saveBenchRun(const specchat::BenchRunRecord& r);
+  void listBenchRuns();
+  void loadBenchRun(qint64 id);
+  void deleteBenchRun(qint64 id);
+  void listCompareRuns();
   // Nothing: a blocking call to it waits until every earlier request has run.
   void flush() {}
 
@@ -114,6 +123,11 @@ class StorageWorker : public QObject {
   void lastGeneration(qint64 conversation_id, bool found, const specchat::GenerationRecord& record);
   // A request failed; `what` names the action and the reason. Nothing else changed.
   void failed(const QString& what);
+  void benchRunSaved(qint64 id);
+  void benchRunsListed(const std::vector<specchat::BenchRunRecord>& runs);
+  void benchRunLoaded(const specchat::BenchRunRecord& run);
+  void compareRunsListed(const std::vector<specchat::CompareRecord>& runs);
+  void benchStorageFailed(const QString& what);
 
  private:
   // Real id for `id` (pending ids mapped); 0 when a pending id has no row.

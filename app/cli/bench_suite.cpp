@@ -87,20 +87,7 @@ int cmd_bench_suite(BenchOptions& o) {
   for (const std::string& s : skipped) std::fprintf(stderr, "skipped %s\n", s.c_str());
 
   bench::RunMeta& m = run.meta;
-  m.date_utc = bench::utc_now_iso();
-  m.git_commit = bench::git_commit(SPECCHAT_SOURCE_DIR);
-  m.cpu_model = bench::cpu_model_name();
-  m.cpu_cores = bench::cpu_cores();
-  m.backend = c.backend;
-  m.gpu = pair.target->backend_kind() == BackendKind::cuda ? pair.target->device_name() : "none (CPU backend)";
-  m.target_model = pair.target->path();
-  m.target_sha256 = bench::file_sha256(m.target_model);
-  if (pair.draft) {
-    m.draft_model = pair.draft->path();
-    m.draft_sha256 = bench::file_sha256(m.draft_model);
-  } else {
-    m.draft_model = "none";
-  }
+  bench::describe_machine_and_models(m, pair, c.backend);
   m.suite_name = suite.name;
   m.suite_path = suite_path;
   std::vector<std::string> cfg_names;

@@ -91,6 +91,11 @@ QChart* new_chart(const std::string& title) {
 
 std::string bar_chart_svg(const std::string& title, const std::vector<std::string>& categories,
                           const std::vector<ChartSeries>& series, const std::string& y_label, ChartSize size) {
+  return render_svg(bar_chart(title, categories, series, y_label), size);
+}
+
+QChart* bar_chart(const std::string& title, const std::vector<std::string>& categories,
+                  const std::vector<ChartSeries>& series, const std::string& y_label) {
   QChart* chart = new_chart(title);
   auto* bars = new QBarSeries;
   double hi = 0;
@@ -111,7 +116,8 @@ std::string bar_chart_svg(const std::string& title, const std::vector<std::strin
   QValueAxis* y = value_axis(y_label, 0, hi);
   chart->addAxis(y, Qt::AlignLeft);
   bars->attachAxis(y);
-  return render_svg(chart, size);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  return chart;
 }
 
 std::string line_chart_svg(const std::string& title, const std::vector<double>& xs, const std::vector<ChartSeries>& series,

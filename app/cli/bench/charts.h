@@ -5,8 +5,11 @@
 // offscreen platform when the process has none (the CLI).
 #pragma once
 
+#include <QtGlobal>
 #include <string>
 #include <vector>
+
+QT_FORWARD_DECLARE_CLASS(QChart)
 
 namespace specchat::bench {
 
@@ -36,6 +39,11 @@ void ensure_qt_app();
 // Grouped bars: one group per category, one bar per series.
 std::string bar_chart_svg(const std::string& title, const std::vector<std::string>& categories,
                           const std::vector<ChartSeries>& series, const std::string& y_label, ChartSize size = {});
+// The same grouped bars as a QChart for a QChartView (the app's Benchmark view); the caller
+// owns it. Needs a QApplication.
+QChart* bar_chart(const std::string& title, const std::vector<std::string>& categories,
+                  const std::vector<ChartSeries>& series, const std::string& y_label);
+
 // Lines over numeric x (x shared by all series; a NaN value leaves a gap).
 std::string line_chart_svg(const std::string& title, const std::vector<double>& x, const std::vector<ChartSeries>& series,
                            const std::string& x_label, const std::string& y_label, ChartSize size = {});

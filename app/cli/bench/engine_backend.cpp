@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "app/cli/bench/machine_info.h"
 #include "engine/drafters/install.h"
 #include "engine/model.h"
 
@@ -52,5 +53,22 @@ int64_t EngineBackend::submit(const GenerateRequest& req, TokenCallback on_token
 void EngineBackend::step() { engine_.step(); }
 bool EngineBackend::finished(int64_t id) const { return engine_.finished(id); }
 GenerationResult EngineBackend::take(int64_t id) { return engine_.take(id); }
+
+void describe_machine_and_models(RunMeta& m, const ModelPair& pair, const std::string& backend) {
+  m.date_utc = utc_now_iso();
+  m.git_commit = git_commit(SPECCHAT_SOURCE_DIR);
+  m.cpu_model = cpu_model_name();
+  m.cpu_cores = cpu_cores();
+  m.backend = backend;
+  m.gpu = pair.target->backend_kind() == BackendKind::cuda ? pair.target->device_name() : "none (CPU backend)";
+  m.target_model = pair.target->path();
+  m.target_sha256 = file_sha256(m.target_model);
+  if (pair.draft) {
+    m.draft_model = pair.draft->path();
+    m.draft_sha256 = file_sha256(m.draft_model);
+  } else {
+    m.draft_model = "none";
+  }
+}
 
 }  // namespace specchat::bench

@@ -36,4 +36,9 @@ class EngineBackend : public BenchBackend {
   RequestPlanner planner_;
 };
 
+// Fills the report header's machine and model fields of `m` for a run on `pair`: date, SpecChat
+// commit (of the source tree this was built from; "unknown" when installed), CPU model and
+// cores, GPU (or "none (CPU backend)"), backend name, target and draft paths with their SHA-256.
+void describe_machine_and_models(RunMeta& m, const ModelPair& pair, const std::string& backend);
+
 }  // namespace specchat::bench

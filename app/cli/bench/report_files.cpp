@@ -1,6 +1,7 @@
 #include "app/cli/bench/report_files.h"
 
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -80,10 +81,15 @@ std::string summary_csv(const Aggregates& agg) {
 LoadedReport load_report(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open report " + path);
+  return parse_report(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
+}
+
+LoadedReport parse_report(const std::string& text, const std::string& name) {
+  const std::string& path = name;
   LoadedReport lr;
   try {
-    const json j = json::parse(in);
-    if (j.value("format", std::string()) != "specchat-bench-report" || j.value("version", 0) != 1) {
+    const json j = json::parse(text);
+    if (!j.is_object() || j.value("format", std::string()) != "specchat-bench-report" || j.value("version", 0) != 1) {
       throw std::runtime_error(path + " is not a specchat-bench-report version 1");
     }
     lr.run.meta = meta_from_json(j.at("meta"));

@@ -26,6 +26,8 @@ struct LoadedReport {
   nlohmann::json aggregates;
 };
 LoadedReport load_report(const std::string& path);
+// The same from the report's text (a run saved in the app's database); `name` names it in errors.
+LoadedReport parse_report(const std::string& text, const std::string& name);
 
 // Writes `text` to `path`. Throws std::runtime_error naming the path on failure.
 void write_text_file(const std::string& path, const std::string& text);

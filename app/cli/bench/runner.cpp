@@ -179,9 +179,10 @@ BenchRun run_suite(BenchBackend& be, const BenchSuite& suite, const RunOptions& 
           run.waves.push_back(wr);
           if (progress) progress(done, total, ms_between(t_run, Clock::now()) / 1000.0);
         }
-        // Identity against baseline (configs[0]), token for token.
+        // Identity against baseline (configs[0]), token for token, for this wave's prompts
+        // (every configuration has run them now).
         for (size_t ci = 1; ci < opt.configs.size(); ++ci) {
-          for (size_t i = 0; i < outputs[ci].size(); ++i) {
+          for (size_t i = outputs[ci].size() - (w1 - w0); i < outputs[ci].size(); ++i) {
             RequestRecord& r = run.records[rec_index[ci][i]];
             const RequestRecord& b = run.records[rec_index[0][i]];
             if (!r.error.empty() || !b.error.empty()) continue;
@@ -193,6 +194,7 @@ BenchRun run_suite(BenchBackend& be, const BenchSuite& suite, const RunOptions& 
             r.first_diff = static_cast<int>(mm.first - x.begin());
           }
         }
+        if (opt.on_wave) opt.on_wave(run);
       }
     }
   }

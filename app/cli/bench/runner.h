@@ -43,6 +43,9 @@ struct RunOptions {
   int max_tokens = 64;               // per request, lowered per prompt to fit the context
   double max_time_s = 0;             // > 0: start no new wave after this much wall time
   const std::atomic<bool>* cancel = nullptr;  // stops between waves, like max_time
+  // After each wave (every configuration has run its prompts and their identity with baseline
+  // is checked): the run so far, for views that fill in while it runs. On the runner's thread.
+  std::function<void(const BenchRun&)> on_wave;
 };
 
 // Progress after each request: done and total requests, and the wall seconds so far.
