@@ -34,7 +34,7 @@ std::vector<Message> alternatives(const std::vector<Message>& all, int64_t id) {
   if (self == all.end()) return {};
   std::vector<Message> out;
   for (const Message& m : all)
-    if (m.parent_id == self->parent_id && m.role == self->role) out.push_back(m);
+    if (m.parent_id == self->parent_id) out.push_back(m);
   std::sort(out.begin(), out.end(), [](const Message& a, const Message& b) { return a.id < b.id; });
   return out;
 }

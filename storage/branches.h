@@ -24,8 +24,9 @@ namespace specchat::branches {
 // the chosen child of the one before. Messages whose parent is not in `all` are unreachable.
 std::vector<Message> active_path(const std::vector<Message>& all);
 
-// The alternatives of message `id` in `all`: the messages with its parent and its role, in id
-// order, `id` included. Empty when `id` is not in `all`.
+// The alternatives of message `id` in `all`: the messages with its parent, in id order, `id`
+// included. Empty when `id` is not in `all`. They share its role unless a message between was
+// deleted (its children then join its alternatives: still reachable, never stranded).
 std::vector<Message> alternatives(const std::vector<Message>& all, int64_t id);
 
 // Parents for messages stored before schema 5 (and JSON exports of format version 1), which

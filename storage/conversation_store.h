@@ -203,7 +203,7 @@ class ConversationStore {
   // `replaced_id` (same parent) and makes it the active one there; the replaced message stays,
   // inactive, with the branch below it (m.conversation_id may be 0). Returns the new id. Throws
   // like add_message, and "not_found" for an unknown replaced_id or "invalid" when m names
-  // another conversation.
+  // another conversation or has another role than the replaced message.
   int64_t add_message_replacing(int64_t replaced_id, const Message& m);
   // The active path (storage/branches.h), first message first: what a context is rebuilt from.
   // Throws StorageError "corrupt" when a stored token blob breaks its invariants (ids are never
@@ -212,10 +212,12 @@ class ConversationStore {
   // Every stored message including inactive branches, in insertion order.
   std::vector<Message> all_messages(int64_t conversation_id) const;
   // Deletes one message; its children (the rest of the path) follow its parent instead, so the
-  // path goes on without it. Unknown id: no-op.
+  // path goes on without it. When it was the shown (active) message and had no child to take
+  // its place, the newest remaining message at its place is shown instead, with its branch.
+  // Unknown id: no-op.
   void delete_message(int64_t message_id);
-  // The alternatives of message `id` (branches::alternatives: same parent and role), in
-  // insertion order, `id` included. Empty for an unknown id.
+  // The alternatives of message `id` (branches::alternatives: same parent), in insertion order,
+  // `id` included. Empty for an unknown id.
   std::vector<Message> alternatives(int64_t id) const;
   // For each message on the active path that has alternatives: its id and the ids of all its
   // alternatives (itself included, insertion order). Path order.

@@ -57,6 +57,21 @@ std::string index_path(const std::string& parent, size_t i) {
 
 const char* type_name(const Json& j) { return j.type_name(); }
 
+// A value for an error message: a short scalar as written, anything else by its type (printing
+// an arbitrary value could recurse as deep as the document nests, or run to megabytes).
+std::string brief(const Json& j) {
+  if (j.is_structured()) return std::string("an ") + (j.is_array() ? "array" : "object");
+  std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+// Documents nest no deeper than this (a conversation needs 4 levels); deeper is refused while
+// parsing, before anything walks the value.
+constexpr int kMaxDepth = 32;
+
+struct TooDeep {};
+
 // The member `key` of object `obj`, or nullptr when absent (and not `required`).
 const Json* member(const Json& obj, const std::string& path, const char* key, bool required) {
   auto it = obj.find(key);
@@ -156,7 +171,7 @@ Message parse_message(const Json& j, const std::string& path) {
     const bool ok = t.is_number_integer() &&
                     (t.is_number_unsigned() ? t.get<uint64_t>() <= INT32_MAX
                                             : t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX);
-    if (!ok) invalid(index_path(ids_path, i), t.dump() + " is not a token id (0..2147483647)");
+    if (!ok) invalid(index_path(ids_path, i), brief(t) + " is not a token id (0..2147483647)");
     m.token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
 
@@ -170,7 +185,7 @@ Message parse_message(const Json& j, const std::string& path) {
   for (size_t i = 0; i < drafted.size(); ++i) {
     const Json& d = drafted[i];
     if (!d.is_number_integer() || (d != 0 && d != 1))
-      invalid(index_path(drafted_path, i), d.dump() + " is not 0 or 1");
+      invalid(index_path(drafted_path, i), brief(d) + " is not 0 or 1");
     m.drafted.push_back(static_cast<uint8_t>(d.get<int>()));
   }
 
@@ -188,6 +203,9 @@ Message parse_message(const Json& j, const std::string& path) {
   m.created_ms = get_int(j, path, "created_ms", 0, kMaxI64, 0);
   return m;
 }
+
+// The checked document (after parsing): parse_conversation_json's second half.
+ImportedConversation parse_document(const Json& doc);
 
 }  // namespace
 
@@ -211,19 +229,36 @@ std::string export_json(const Conversation& c, const std::vector<Message>& messa
 }
 
 ImportedConversation parse_conversation_json(const std::string& json) {
+  // nlohmann stops at a NUL byte as at the end of the text: what follows would go unread.
+  if (json.find('\0') != std::string::npos) invalid("$", "contains a NUL byte (not a JSON text)");
   Json doc;
   try {
-    doc = Json::parse(json);
-  } catch (const Json::parse_error& e) {
+    doc = Json::parse(json, [](int depth, Json::parse_event_t, Json&) {
+      if (depth > kMaxDepth) throw TooDeep{};
+      return true;
+    });
+  } catch (const TooDeep&) {
+    invalid("$", "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     invalid("$", std::string("not valid JSON (") + e.what() + ")");
   }
+  try {
+    return parse_document(doc);
+  } catch (const Json::exception& e) {  // a type or range the checks below did not foresee
+    invalid("$", std::string("malformed (") + e.what() + ")");
+  }
+}
+
+namespace {
+
+ImportedConversation parse_document(const Json& doc) {
   if (!doc.is_object()) invalid("$", std::string("expected an object, found ") + type_name(doc));
   const std::string format = get_string(doc, "$", "format", true);
   if (format != kFormat)
     invalid("$.format", "'" + format + "' is not a SpecChat conversation ('" + kFormat + "')");
   const Json* version = member(doc, "$", "version", true);
   if (!version->is_number_integer() || (*version != kVersion && *version != kLegacyVersion))
-    invalid("$.version", "unsupported version " + version->dump() + " (this build reads versions " +
+    invalid("$.version", "unsupported version " + brief(*version) + " (this build reads versions " +
                              std::to_string(kLegacyVersion) + " and " + std::to_string(kVersion) + ")");
   const bool tree = *version == kVersion;
 
@@ -249,7 +284,7 @@ ImportedConversation parse_conversation_json(const std::string& json) {
         const bool earlier = p->is_number_integer() && !p->is_number_float() &&
                              (p->is_number_unsigned() || p->get<int64_t>() >= 0) && p->get<uint64_t>() < i;
         if (!earlier)
-          invalid(member_path(path, "parent"), p->dump() + " is not the index of an earlier message (or null)");
+          invalid(member_path(path, "parent"), brief(*p) + " is not the index of an earlier message (or null)");
         m.parent_id = static_cast<int64_t>(p->get<uint64_t>()) + 1;
       }
       if (m.active && !chosen_under.insert(m.parent_id).second)
@@ -259,6 +294,8 @@ ImportedConversation parse_conversation_json(const std::string& json) {
   }
   return out;
 }
+
+}  // namespace
 
 int64_t import_json(ConversationStore& store, const std::string& json) {
   const ImportedConversation imported = parse_conversation_json(json);

@@ -216,12 +216,13 @@ void apply_v5(sqlite3* db) {
       conversations.back().push_back(std::move(m));
     }
   }
+  sql::Stmt update(db, kUpdateParent, "migration 5: set parent");  // prepared once: histories are long
   for (std::vector<Message>& ms : conversations) {
     branches::infer_legacy_parents(ms);
     for (const Message& m : ms) {
       if (m.parent_id == 0) continue;
-      sql::Stmt st(db, kUpdateParent, "migration 5: set parent");
-      st.bind(1, m.id).bind(2, m.parent_id).run();
+      update.bind(1, m.id).bind(2, m.parent_id).run();
+      update.reset();
     }
   }
   sql::exec(db, kSchemaV5Indexes, "migration 5 (branch indexes)");

@@ -90,6 +90,11 @@ void Stmt::run() {
   if (step()) throw StorageError("sql", what_ + ": statement returned rows where none were expected");
 }
 
+void Stmt::reset() {
+  sqlite3_reset(st_);  // reports the last step's error again, which step() already threw
+  sqlite3_clear_bindings(st_);
+}
+
 bool Stmt::is_null(int col) const { return sqlite3_column_type(st_, col) == SQLITE_NULL; }
 
 int64_t Stmt::int64(int col) const { return static_cast<int64_t>(sqlite3_column_int64(st_, col)); }

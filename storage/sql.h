@@ -44,6 +44,7 @@ class Stmt {
 
   bool step();  // true: a row is ready to read; false: the statement is done
   void run();   // steps to completion; a statement that returns rows is an error here
+  void reset();  // ready to bind and run again (bindings cleared to NULL)
 
   bool is_null(int col) const;
   int64_t int64(int col) const;

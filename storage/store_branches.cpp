@@ -84,12 +84,13 @@ void clear_chosen(sqlite3* db, int64_t conversation_id, int64_t parent_id) {
   st.run();
 }
 
-// From `from` down: where a message has children but none chosen (a branch stored before
-// schema 5, or whose chosen message was deleted), its newest child becomes the chosen one, so the
-// branch shows as far as it was stored. Returns how many it chose.
+// From the children of `from` (0: the conversation's first place) down: where a message has
+// children but none chosen (a branch stored before schema 5, or whose chosen message was
+// deleted), its newest child becomes the chosen one, so the branch shows as far as it was
+// stored. Returns how many it chose.
 int choose_down(sqlite3* db, int64_t conversation_id, int64_t from) {
   int chosen = 0;
-  for (int64_t at = from; at != 0;) {
+  for (int64_t at = from, first = 1; first || at != 0; first = 0) {
     int64_t next = 0, newest = 0;
     {
       sql::Stmt st(db, kSelectChildren, "select children");
@@ -140,6 +141,9 @@ int64_t ConversationStore::add_message_replacing(int64_t replaced_id, const Mess
                                       std::to_string(at->conversation_id) + ", not " +
                                       std::to_string(m.conversation_id));
   rows::validate_message(m);  // before changing anything
+  if (m.role != at->role)
+    throw StorageError("invalid", "a " + m.role + " message cannot replace " + at->role + " message " +
+                                      std::to_string(replaced_id) + " (an alternative has the role of the one it replaces)");
   clear_chosen(db_, at->conversation_id, at->parent_id);
   Message copy = m;
   copy.conversation_id = at->conversation_id;
@@ -168,13 +172,12 @@ std::vector<Message> ConversationStore::alternatives(int64_t id) const {
 std::vector<std::pair<int64_t, std::vector<int64_t>>> ConversationStore::path_alternatives(
     int64_t conversation_id) const {
   const std::vector<Message> all = all_messages(conversation_id);
-  // (parent, role) -> ids in insertion order
-  std::unordered_map<std::string, std::vector<int64_t>> places;
-  auto key = [](const Message& m) { return std::to_string(m.parent_id) + '/' + m.role; };
-  for (const Message& m : all) places[key(m)].push_back(m.id);
+  // parent -> ids of its children in insertion order (all_messages is in id order)
+  std::unordered_map<int64_t, std::vector<int64_t>> places;
+  for (const Message& m : all) places[m.parent_id].push_back(m.id);
   std::vector<std::pair<int64_t, std::vector<int64_t>>> out;
   for (const Message& m : branches::active_path(all)) {
-    const std::vector<int64_t>& ids = places[key(m)];
+    const std::vector<int64_t>& ids = places[m.parent_id];
     if (ids.size() > 1) out.emplace_back(m.id, ids);
   }
   return out;
@@ -186,7 +189,7 @@ void ConversationStore::switch_alternative(int64_t from_id, int64_t to_id) {
   if (!from) throw_no_message(from_id);
   const std::optional<Place> to = place_of(db_, to_id);
   if (!to) throw_no_message(to_id);
-  if (to->conversation_id != from->conversation_id || to->parent_id != from->parent_id || to->role != from->role)
+  if (to->conversation_id != from->conversation_id || to->parent_id != from->parent_id)
     throw StorageError("invalid", "message " + std::to_string(to_id) + " is not an alternative of message " +
                                       std::to_string(from_id));
   if (!from->active) throw StorageError("invalid", "message " + std::to_string(from_id) + " is not the active one");
@@ -214,6 +217,9 @@ void ConversationStore::delete_message(int64_t message_id) {
     sql::Stmt st(db_, kDeleteMessage, "delete message");
     st.bind(1, message_id).run();
   }
+  // The shown message went without a child to take its place: the newest remaining alternative
+  // there is shown instead (with its branch), so the others never become unreachable.
+  if (at->active) choose_down(db_, at->conversation_id, at->parent_id);
   touch_conversation(db_, at->conversation_id);
   tx.commit();
 }

@@ -29,6 +29,7 @@
 
 #include "app/cli/bench/charts.h"
 #include "app/cli/bench/configs.h"
+#include "app/cli/bench/diff.h"
 #include "app/cli/bench/report_files.h"
 #include "app/cli/bench/report_html.h"
 #include "app/cli/data_files.h"
@@ -209,12 +210,27 @@ BenchmarkView::BenchmarkView(EngineWorker* worker, StorageWorker* storage, QWidg
   open_button_->setObjectName(QStringLiteral("benchOpenButton"));
   delete_button_ = new QPushButton(tr("Delete"));
   delete_button_->setObjectName(QStringLiteral("benchDeleteButton"));
+  diff_button_ = new QPushButton(tr("Compare two runs"));
+  diff_button_->setObjectName(QStringLiteral("benchDiffButton"));
+  diff_button_->setToolTip(tr("Select two runs (Ctrl+click): the first selected is A, the reference"));
+  saved_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   auto* saved_buttons = new QHBoxLayout;
   saved_buttons->addWidget(open_button_);
   saved_buttons->addWidget(delete_button_);
+  saved_buttons->addWidget(diff_button_);
   saved_buttons->addStretch(1);
+  diff_ = new QTableWidget(0, 9);
+  diff_->setObjectName(QStringLiteral("benchDiffTable"));
+  diff_->setHorizontalHeaderLabels({tr("Configuration"), tr("Conc."), tr("Group"), tr("tok/s A"), tr("tok/s B"),
+                                    tr("Change [95% CI]"), tr("Significant"), tr("τ A → B"),
+                                    tr("Speedup A → B")});
+  diff_->horizontalHeaderItem(6)->setToolTip(tr("The 95% CI of the change excludes 0"));
+  diff_->verticalHeader()->hide();
+  auto* saved_split = new QSplitter(Qt::Vertical);
+  saved_split->addWidget(saved_);
+  saved_split->addWidget(diff_);
   auto* saved_layout = new QVBoxLayout(saved_tab);
-  saved_layout->addWidget(saved_, 1);
+  saved_layout->addWidget(saved_split, 1);
   saved_layout->addLayout(saved_buttons);
   tabs_->addTab(saved_tab, tr("Saved runs"));
 
@@ -242,6 +258,14 @@ BenchmarkView::BenchmarkView(EngineWorker* worker, StorageWorker* storage, QWidg
   };
   connect(open_button_, &QPushButton::clicked, this, open_selected);
   connect(saved_, &QListWidget::itemActivated, this, open_selected);
+  connect(diff_button_, &QPushButton::clicked, this, [this] {
+    const QList<QListWidgetItem*> picked = saved_->selectedItems();
+    if (picked.size() != 2) {
+      setStatus(tr("Select two saved runs to compare (Ctrl+click)."), true);
+      return;
+    }
+    diffSavedRuns(picked[0]->data(Qt::UserRole).toLongLong(), picked[1]->data(Qt::UserRole).toLongLong());
+  });
   connect(delete_button_, &QPushButton::clicked, this, [this] {
     if (QListWidgetItem* it = saved_->currentItem())
       post([id = it->data(Qt::UserRole).toLongLong()](StorageWorker* w) { w->deleteBenchRun(id); });
@@ -493,10 +517,64 @@ void BenchmarkView::onRunsListed(const std::vector<BenchRunRecord>& runs) {
   if (saved_->count() > 0) saved_->setCurrentRow(0);
   open_button_->setEnabled(saved_->count() > 0);
   delete_button_->setEnabled(saved_->count() > 0);
+  diff_button_->setEnabled(saved_->count() > 1);
   Q_EMIT savedRunsListed(saved_->count());
 }
 
+void BenchmarkView::diffSavedRuns(qint64 a, qint64 b) {
+  diff_a_ = a;
+  diff_b_ = b;
+  diff_run_a_.reset();
+  diff_run_b_.reset();
+  post([a, b](StorageWorker* w) {
+    w->loadBenchRun(a);
+    w->loadBenchRun(b);
+  });
+}
+
+void BenchmarkView::showDiff() {
+  const std::vector<bench::DiffRow> rows = bench::diff_runs(*diff_run_a_, *diff_run_b_, {1000, 1});
+  diff_->setRowCount(0);
+  for (const bench::DiffRow& d : rows) {
+    const int row = diff_->rowCount();
+    diff_->insertRow(row);
+    diff_->setItem(row, 0, cell(q(d.config)));
+    diff_->setItem(row, 1, cell(QString::number(d.concurrency), true));
+    diff_->setItem(row, 2, cell(q(d.group)));
+    diff_->setItem(row, 3, cell(QString::number(d.tps_a, 'f', 1), true));
+    diff_->setItem(row, 4, cell(QString::number(d.tps_b, 'f', 1), true));
+    diff_->setItem(row, 5, cell(QStringLiteral("%1% [%2, %3]")
+                                    .arg(100 * d.change, 0, 'f', 1)
+                                    .arg(100 * d.change_ci.lo, 0, 'f', 1)
+                                    .arg(100 * d.change_ci.hi, 0, 'f', 1),
+                                true));
+    diff_->setItem(row, 6, cell(d.significant ? tr("yes") : tr("no")));
+    diff_->setItem(row, 7, cell(QStringLiteral("%1 → %2").arg(d.tau_a, 0, 'f', 2).arg(d.tau_b, 0, 'f', 2), true));
+    diff_->setItem(row, 8, cell(QStringLiteral("%1 → %2").arg(d.speedup_a, 0, 'f', 2).arg(d.speedup_b, 0, 'f', 2),
+                                true));
+  }
+  diff_->resizeColumnsToContents();
+  setStatus(rows.empty() ? tr("The two runs have no configuration, concurrency and category in common.")
+                         : tr("A against B: %1 rows; a change is significant when its 95% CI excludes 0.").arg(rows.size()));
+  Q_EMIT diffShown(static_cast<int>(rows.size()));
+}
+
 void BenchmarkView::onRunLoaded(const BenchRunRecord& r) {
+  if ((r.id == diff_a_ && !diff_run_a_) || (r.id == diff_b_ && !diff_run_b_)) {
+    try {
+      bench::BenchRun run = bench::parse_report(r.report_json, "saved run " + std::to_string(r.id)).run;
+      (r.id == diff_a_ && !diff_run_a_ ? diff_run_a_ : diff_run_b_) = std::move(run);
+    } catch (const std::exception& e) {
+      diff_a_ = diff_b_ = 0;
+      setStatus(tr("Could not compare the saved runs: %1").arg(QString::fromStdString(e.what())), true);
+      return;
+    }
+    if (diff_run_a_ && diff_run_b_) {
+      diff_a_ = diff_b_ = 0;
+      showDiff();
+    }
+    return;
+  }
   if (running_ != 0) return;
   try {
     const bench::LoadedReport lr = bench::parse_report(r.report_json, "saved run " + std::to_string(r.id));

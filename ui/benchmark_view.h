@@ -11,6 +11,7 @@
 
 #include <QWidget>
 
+#include <optional>
 #include <vector>
 
 #include "app/cli/bench/aggregate.h"
@@ -42,7 +43,8 @@ class BenchmarkView : public QWidget {
   // object names: benchTabs, benchSuiteCombo, benchPerGroupSpin, benchConfigsEdit,
   // benchConcurrencyEdit, benchMaxTokensSpin, benchRunButton, benchStopButton, benchProgress,
   // benchEtaLabel, benchStatusLabel, benchSpeedupChart, benchTauChart, benchSummaryTable,
-  // benchExportButton, benchSavedList, benchOpenButton, benchDeleteButton, benchCompareTable.
+  // benchExportButton, benchSavedList, benchOpenButton, benchDeleteButton, benchDiffButton,
+  // benchDiffTable, benchCompareTable.
   BenchmarkView(EngineWorker* worker, StorageWorker* storage, QWidget* parent = nullptr);
 
   // Adds `path` to the suite choices and selects it.
@@ -59,6 +61,10 @@ class BenchmarkView : public QWidget {
   bool exportReport(const QString& dir);
   // Shows saved run `id` (asynchronous: runShown follows).
   void openSavedRun(qint64 id);
+  // Two saved runs side by side (bench::diff_runs, as `specchat-cli bench-diff`): per
+  // configuration, concurrency and category, tokens/s per user in A and B, the change with its
+  // bootstrap 95% CI, significant when the CI excludes 0 (asynchronous: diffShown follows).
+  void diffSavedRuns(qint64 a, qint64 b);
   // Asks the storage thread for the saved benchmark runs and compare runs (when shown).
   void refreshSaved();
   QString statusText() const;
@@ -70,6 +76,7 @@ class BenchmarkView : public QWidget {
   void runShown();           // a finished or reopened run is on show
   void runSaved(qint64 id);  // the finished run was stored
   void savedRunsListed(int count);
+  void diffShown(int rows);
 
  protected:
   void showEvent(QShowEvent* e) override;
@@ -108,6 +115,8 @@ class BenchmarkView : public QWidget {
   QListWidget* saved_;
   QPushButton* open_button_;
   QPushButton* delete_button_;
+  QPushButton* diff_button_;
+  QTableWidget* diff_;
   QTableWidget* compare_;
 
   quint64 running_ = 0;
@@ -115,6 +124,10 @@ class BenchmarkView : public QWidget {
   bench::BenchRun run_;
   bench::Aggregates agg_;
   std::vector<std::string> skipped_;
+  // diffSavedRuns: the two ids asked for, and each one's run once loaded.
+  qint64 diff_a_ = 0, diff_b_ = 0;
+  std::optional<bench::BenchRun> diff_run_a_, diff_run_b_;
+  void showDiff();
 };
 
 }  // namespace specchat::ui

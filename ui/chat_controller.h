@@ -96,7 +96,8 @@ class ChatController : public QObject {
   // busy, for a row that is not the user's, or for blank text.
   void editMessage(int row, const QString& text);
   // Deletes message `row` from the view and the database (delete_message); the rest of the
-  // path stays. Ignored while busy.
+  // path stays; the stored path is shown again (where nothing followed it, another alternative
+  // takes its place with its branch). Ignored while busy.
   void deleteMessage(int row);
   // Continues the last reply where it stopped (max tokens reached, or stopped by the user): the
   // engine resumes inside that reply's open turn from its stored ids (build_chat_context), the

@@ -128,7 +128,11 @@ void ChatController::deleteMessage(int row) {
   if (error_row_ > row) --error_row_;
   if (id == 0 || read_only_ || !persistent_) return;
   post([id](StorageWorker* w) { w->deleteMessage(id); });
-  requestAlternatives();  // the rows after it now follow its parent: their "‹ i/n ›" may change
+  // The stored path is shown again: where nothing followed the deleted message, another
+  // alternative takes its place with its branch (delete_message), and the "‹ i/n ›" around it
+  // change.
+  loading_id_ = conversation_id_;
+  post([c = conversation_id_](StorageWorker* w) { w->loadConversation(c); });
 }
 
 }  // namespace specchat::ui

@@ -1,11 +1,14 @@
 // specchat-screenshots: renders what a new user sees — the main window after a streamed reply
 // (sidebar, chat with draft-token highlighting, live panel), the live panel alone, the compare
-// view after a baseline-vs-speculative run, and the settings dialog — into PNG files.
+// view after a baseline-vs-speculative run, the Benchmark view after a small sweep, and the
+// settings dialog — into PNG files.
 // Run by scripts/screenshots under Xvfb (the real xcb platform, not offscreen) on the bundled
 // models; it drives the same widgets, controller and engine thread as the app.
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QLineEdit>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -13,6 +16,7 @@
 
 #include "engine/model_pair.h"
 #include "ui/analysis_tools.h"
+#include "ui/benchmark_view.h"
 #include "ui/chat_controller.h"
 #include "ui/compare_view.h"
 #include "ui/engine_worker.h"
@@ -101,6 +105,21 @@ int main(int argc, char** argv) {
   if (!wait_until([&] { return tools.compare->hasResult(); }, kTimeoutMs)) return 1;
   ok = save(tools.compare, out, "compare-view.png") && ok;
   tools.compare->hide();
+
+  // The Benchmark view after a small sweep of the bundled qualitative suite.
+  tools.benchmark->resize(1100, 760);
+  tools.benchmark->show();
+  if (auto* e = tools.benchmark->findChild<QLineEdit*>(QStringLiteral("benchConfigsEdit")))
+    e->setText(QStringLiteral("baseline,chain:k=3,dynamic:n=16:d=5:b=3"));
+  if (auto* e = tools.benchmark->findChild<QLineEdit*>(QStringLiteral("benchConcurrencyEdit"))) e->setText(QStringLiteral("1"));
+  if (auto* s = tools.benchmark->findChild<QSpinBox*>(QStringLiteral("benchMaxTokensSpin"))) s->setValue(32);
+  if (!tools.benchmark->start() || !wait_until([&] { return !tools.benchmark->isRunning(); }, 10 * kTimeoutMs) ||
+      tools.benchmark->shownRun().records.empty()) {
+    std::fprintf(stderr, "specchat-screenshots: the benchmark did not run: %s\n", qPrintable(tools.benchmark->statusText()));
+    return 1;
+  }
+  ok = save(tools.benchmark, out, "benchmark-view.png") && ok;
+  tools.benchmark->hide();
 
   SettingsDialog dialog(settings, &window);
   dialog.show();

@@ -147,3 +147,18 @@ TEST_CASE("integral floats are integers, null parameters take the defaults", "[u
   CHECK(r.max_tokens == 16);
   CHECK(r.stop.empty());
 }
+
+TEST_CASE("a request nested 100,000 levels deep is refused, not a crash", "[unit]") {
+  // The conversation import crashed on such a document (a stack overflow printing it); the
+  // server parses hostile bodies too.
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += '[';
+  for (int i = 0; i < 100000; ++i) deep += ']';
+  for (const std::string& body : {R"({"messages":[{"role":"user","content":)" + deep + "}]}",
+                                  R"({"messages":[{"role":"user","content":"hi"}],"stop":)" + deep + "}", deep}) {
+    const ApiError e = refused(body);
+    CHECK(e.status == 400);
+  }
+  // An unknown key is ignored, as OpenAI's API does, however deep it nests.
+  CHECK(ok(R"({"messages":[{"role":"user","content":"hi"}],"unknown":)" + deep + "}").messages.size() == 1);
+}

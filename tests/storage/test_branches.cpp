@@ -212,3 +212,33 @@ TEST_CASE("migrations: schema 4 -> 5 gives old branches parents and keeps the ac
   const std::string schema = "SELECT sql FROM sqlite_master WHERE tbl_name = 'messages' ORDER BY name";
   CHECK(raw.column(schema) == fresh_raw.column(schema));
 }
+
+TEST_CASE("store: deleting the shown alternative shows another one there, never strands them", "[unit]") {
+  // Found by a fresh-clone check: deleting the chosen reply left its alternatives unreachable.
+  ConversationStore store(":memory:");
+  const int64_t c = store.create_conversation("delete alternatives");
+  store.add_message(make_message(c, "user", "u1"));
+  const int64_t a1 = store.add_message(make_message(c, "assistant", "A1"));
+  store.add_message(make_message(c, "user", "u2"));
+  store.add_message(make_message(c, "assistant", "A2"));
+  const int64_t b1 = store.add_message_replacing(a1, make_message(c, "assistant", "B1"));
+  store.delete_message(b1);  // the newest remaining alternative comes back, with its branch
+  CHECK(texts(store.messages(c)) == Texts{"u1", "A1", "u2", "A2"});
+  CHECK(ids(store.alternatives(a1)) == std::vector<int64_t>{a1});
+
+  const int64_t c2 = store.create_conversation("first message");
+  const int64_t q = store.add_message(make_message(c2, "user", "q"));
+  const int64_t q2 = store.add_message_replacing(q, make_message(c2, "user", "q edited"));
+  store.delete_message(q2);  // at the conversation's first place too
+  CHECK(texts(store.messages(c2)) == Texts{"q"});
+}
+
+TEST_CASE("store: an alternative has the role of the message it replaces", "[unit]") {
+  ConversationStore store(":memory:");
+  const int64_t c = store.create_conversation("roles");
+  store.add_message(make_message(c, "user", "u1"));
+  const int64_t a1 = store.add_message(make_message(c, "assistant", "A1"));
+  CHECK(storage_error_kind([&] { store.add_message_replacing(a1, make_message(c, "user", "not a reply")); }) == "invalid");
+  CHECK(store.all_messages(c).size() == 2);  // nothing stored
+  CHECK(texts(store.messages(c)) == Texts{"u1", "A1"});
+}

@@ -314,3 +314,25 @@ TEST_CASE("json import: a version 1 file (no parents) keeps its active path and 
   CHECK(doc["messages"][2]["parent"] == 0);
   CHECK(doc["messages"][3]["parent"] == 2);
 }
+
+TEST_CASE("json import: hostile documents (deep nesting, huge numbers, a NUL byte) are refused, not a crash", "[unit]") {
+  // Found by a fresh-clone check: a value nested 100,000 deep crashed the import (stack overflow
+  // printing it in the error), a number beyond double range escaped as another exception.
+  ConversationStore store(":memory:");
+  const std::string head = R"({"format": "specchat-conversation", "version": 2, "conversation": {}, "messages": [)"
+                           R"({"role": "user", "text": "a"}, {"role": "user", "text": "b", "active": false, "parent": )";
+  std::string deep = head;
+  for (int i = 0; i < 100000; ++i) deep += '[';
+  for (int i = 0; i < 100000; ++i) deep += ']';
+  deep += "}]}";
+  std::string why;
+  CHECK(storage_error_kind([&] { import_json(store, deep); }, &why) == "invalid");
+  CHECK(contains(why, "nested"));
+  CHECK(storage_error_kind([&] { import_json(store, head + "1e400}]}"); }) == "invalid");
+  std::string nul = head + "0}]}";
+  nul += std::string(1, '\0') + "garbage";
+  CHECK(storage_error_kind([&] { import_json(store, nul); }, &why) == "invalid");
+  CHECK(contains(why, "NUL"));
+  CHECK(store.list_conversations().empty());
+  CHECK_NOTHROW(import_json(store, head + "0}]}"));  // the same document, well-formed
+}

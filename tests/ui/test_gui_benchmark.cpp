@@ -148,4 +148,16 @@ TEST_CASE("gui benchmark: a tiny suite runs, fills the plots, is saved, reopens 
   CHECK(v->shownRun().records.size() == n_records);
   CHECK(v->findChild<QChartView*>(QStringLiteral("benchSpeedupChart"))->chart()->series().size() == 1);
   CHECK(v->exportReport(dir.filePath(QStringLiteral("again"))));
+
+  // Two saved runs side by side (here the run against itself: no change, none significant).
+  QSignalSpy diffed(v, &BenchmarkView::diffShown);
+  v->diffSavedRuns(saved_id, saved_id);
+  REQUIRE(wait_until([&] { return diffed.count() == 1; }, 10000));
+  auto* diff = v->findChild<QTableWidget*>(QStringLiteral("benchDiffTable"));
+  REQUIRE(diff->rowCount() == diffed.at(0).at(0).toInt());
+  REQUIRE(diff->rowCount() >= 6);  // speculative and baseline x 2 levels x (all + 2 categories)
+  for (int r = 0; r < diff->rowCount(); ++r) {
+    CHECK(diff->item(r, 6)->text() == QStringLiteral("no"));
+    CHECK(diff->item(r, 3)->text() == diff->item(r, 4)->text());
+  }
 }

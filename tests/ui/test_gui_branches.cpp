@@ -88,9 +88,13 @@ TEST_CASE("gui branches: edit makes a new branch, the context is the active path
   REQUIRE(again.model()->rowCount() == 3);
   CHECK(again.model()->item(2).text == QStringLiteral("second question, rephrased"));
 
-  // Delete a message: gone from the view and, after a restart, from the path.
-  again.deleteMessage(2);
+  // Delete a message: gone from the view and, after a restart, from the path; the turns after
+  // it stay.
+  again.deleteMessage(1);
   CHECK(again.model()->rowCount() == 2);
+  REQUIRE(wait_until([&] { return again.model()->rowCount() == 2 && again.model()->item(1).text ==
+                                                                          QStringLiteral("second question, rephrased"); },
+                     kWaitMs));
   again.flushStorage();
   ConversationStore s(db.toStdString());
   CHECK(s.messages(conv).size() == 2);
@@ -198,6 +202,15 @@ TEST_CASE("gui branches: an earlier reply or an edited earlier message switches 
   const std::vector<specchat::ContextMessage> ctx = again.contextMessages();
   REQUIRE(ctx.size() == 4);
   CHECK(ctx[3].ids == std::vector<int32_t>{2});
+  // Deleting the shown reply: the turns after it take its place, and its alternative stays
+  // reachable beside them (never stranded).
+  REQUIRE(wait_until([&] { return again.model()->item(1).alt_count == 2; }, kWaitMs));
+  again.deleteMessage(1);
+  REQUIRE(wait_until([&] { return texts(again.model()) == QStringList({"q1", "q2", "a2"}); }, kWaitMs));
+  REQUIRE(wait_until([&] { return again.model()->item(1).alt_count == 2; }, kWaitMs));
+  again.showAlternative(1, +1);
+  REQUIRE(wait_until([&] { return texts(again.model()) == QStringList({"q1", "b1", "q3", "b3"}); }, kWaitMs));
+  again.flushStorage();
   ConversationStore s(db.toStdString());
-  CHECK(s.all_messages(conv).size() == 8);  // nothing was lost on the way
+  CHECK(s.all_messages(conv).size() == 7);  // only the deleted reply is gone
 }
