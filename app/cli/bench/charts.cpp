@@ -110,7 +110,8 @@ QChart* bar_chart(const std::string& title, const std::vector<std::string>& cate
   chart->addSeries(bars);
   auto* x = new QBarCategoryAxis;
   for (const std::string& c : categories) x->append(q(c));
-  x->setLabelsAngle(categories.size() > 6 ? -45 : 0);
+  x->setLabelsAngle(categories.size() > 6 ? -90 : 0);  // upright names overlap and are dropped
+  x->setTruncateLabels(false);  // "summarization" in full, not "s…"
   chart->addAxis(x, Qt::AlignBottom);
   bars->attachAxis(x);
   QValueAxis* y = value_axis(y_label, 0, hi);
@@ -179,7 +180,8 @@ std::string box_chart_svg(const std::string& title, const std::vector<std::strin
   if (!std::isfinite(lo)) lo = 0, hi = 1;
   auto* x = new QBarCategoryAxis;
   for (const std::string& c : categories) x->append(q(c));
-  x->setLabelsAngle(categories.size() > 6 ? -45 : 0);
+  x->setLabelsAngle(categories.size() > 6 ? -90 : 0);  // upright names overlap and are dropped
+  x->setTruncateLabels(false);  // "summarization" in full, not "s…"
   QValueAxis* y = value_axis(y_label, lo, hi);
   chart->addAxis(x, Qt::AlignBottom);
   chart->addAxis(y, Qt::AlignLeft);
