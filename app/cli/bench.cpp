@@ -48,6 +48,11 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   cmd.add_option("--report", o.report,
                  "with --suite: write report.json, per_request.csv, summary.csv and report.html into this directory");
   cmd.add_option("--bootstrap-seed", o.bootstrap_seed, "with --suite: seed of the bootstrap confidence intervals");
+  cmd.add_option("--endpoint", o.common.endpoint,
+                 "with --suite: run the requests on this OpenAI-compatible server (http://host:port[/v1]) instead of "
+                 "the local engine; the configurations become our server's request parameters");
+  cmd.add_option("--api-key", o.common.api_key, "the endpoint's API key (default: $SPECCHAT_API_KEY)");
+  cmd.add_option("--remote-model", o.common.model_name, "the model name sent to the endpoint");
   cmd.add_flag("--verify-cost", o.verify_cost,
                "time target forwards of 1..64 rows (verification batches) against one row; --max-prompts = repetitions");
 }
@@ -85,6 +90,7 @@ std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::s
 
 int cmd_bench(BenchOptions& o) {
   if (!o.suite.empty()) return cmd_bench_suite(o);
+  if (!o.common.endpoint.empty()) throw std::runtime_error("bench --endpoint needs --suite (the SPEED-Bench-style sweep)");
   if (o.concurrency_list.size() > 1) throw std::runtime_error("several --concurrency levels need --suite");
   if (!o.concurrency_list.empty()) o.concurrency = o.concurrency_list.front();
   if (o.verify_cost) return cmd_bench_verify(o);

@@ -2,12 +2,15 @@
 // library: suite, configurations, concurrency levels, repeats; summary on stdout; reports.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "app/cli/bench.h"
 #include "app/cli/data_files.h"
 #include "app/cli/bench/aggregate.h"
 #include "app/cli/bench/configs.h"
+#include "app/cli/bench/endpoint_backend.h"
 #include "app/cli/bench/engine_backend.h"
 #include "app/cli/bench/machine_info.h"
 #include "app/cli/bench/progress.h"
@@ -64,30 +67,57 @@ int cmd_bench_suite(BenchOptions& o) {
     if (ec || !std::filesystem::is_directory(o.report)) throw std::runtime_error("cannot create the report directory " + o.report);
   }
 
-  PairOptions po;
-  po.target_path = c.model;
-  // --draft, the bundled draft, or one found beside --model, when a configuration drafts with a model.
-  const bool need_draft = std::any_of(ro.configs.begin(), ro.configs.end(),
-                                      [](const bench::BenchConfig& b) { return b.settings.drafter == DrafterChoice::model; });
-  apply_draft(c, need_draft, po);
-  po.n_threads = c.threads;
-  po.n_seq = ro.concurrency.back();
-  apply_backends(c, po);
-  ModelPair pair = ModelPair::load(po);
-  for (const std::string& w : pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  bench::EngineBackend backend(pair, c.threads);
-
   bench::BenchRun run;
   std::vector<std::string> skipped;
-  {
+  std::optional<ModelPair> pair;
+  if (!c.endpoint.empty()) {
+    // An OpenAI-compatible server runs the requests (bench/endpoint_backend.h).
+    bench::EndpointBackend::check_configs(ro.configs);
+    bench::EndpointOptions eo;
+    eo.url = c.endpoint;
+    eo.api_key = c.api_key;
+    if (eo.api_key.empty()) {
+      if (const char* k = std::getenv("SPECCHAT_API_KEY")) eo.api_key = k;
+    }
+    eo.model = c.model_name;
+    eo.capacity = std::max(64, ro.concurrency.back());
+    bench::EndpointBackend backend(eo);
     bench::ProgressBar bar;
     run = bench::run_suite(backend, suite, ro, [&](long d, long t, double s) { bar.update(d, t, s); }, &skipped);
+  } else {
+    PairOptions po;
+    po.target_path = c.model;
+    // --draft, the bundled draft, or one found beside --model, when a configuration drafts with a model.
+    const bool need_draft = std::any_of(ro.configs.begin(), ro.configs.end(),
+                                        [](const bench::BenchConfig& b) { return b.settings.drafter == DrafterChoice::model; });
+    apply_draft(c, need_draft, po);
+    po.n_threads = c.threads;
+    po.n_seq = ro.concurrency.back();
+    apply_backends(c, po);
+    pair.emplace(ModelPair::load(po));
+    for (const std::string& w : pair->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    bench::EngineBackend backend(*pair, c.threads);
+    {
+      bench::ProgressBar bar;
+      run = bench::run_suite(backend, suite, ro, [&](long d, long t, double s) { bar.update(d, t, s); }, &skipped);
+    }
+    for (const std::string& w : backend.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   }
-  for (const std::string& w : backend.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   for (const std::string& s : skipped) std::fprintf(stderr, "skipped %s\n", s.c_str());
 
   bench::RunMeta& m = run.meta;
-  bench::describe_machine_and_models(m, pair, c.backend);
+  if (pair) {
+    bench::describe_machine_and_models(m, *pair, c.backend);
+  } else {
+    m.date_utc = bench::utc_now_iso();
+    m.git_commit = bench::git_commit(SPECCHAT_SOURCE_DIR);
+    m.cpu_model = bench::cpu_model_name();  // of this client; the server's is not known here
+    m.cpu_cores = bench::cpu_cores();
+    m.backend = "endpoint";
+    m.gpu = "unknown (the server's)";
+    m.target_model = c.endpoint + (c.model_name.empty() ? "" : " model " + c.model_name);
+    m.draft_model = "the server's";
+  }
   m.suite_name = suite.name;
   m.suite_path = suite_path;
   std::vector<std::string> cfg_names;
@@ -95,7 +125,8 @@ int cmd_bench_suite(BenchOptions& o) {
   m.settings = {{"configs", cfg_names}, {"concurrency", ro.concurrency}, {"repeat", ro.repeat},
                 {"max_tokens", ro.max_tokens}, {"max_time_s", ro.max_time_s}, {"per_group", o.per_group},
                 {"threads", c.threads}, {"temperature", 0}, {"bootstrap_seed", o.bootstrap_seed},
-                {"bootstrap_resamples", 1000}, {"prompts", suite.prompts.size()}};
+                {"bootstrap_resamples", 1000}, {"prompts", suite.prompts.size()},
+                {"endpoint", c.endpoint}};
   const bench::Aggregates agg = bench::aggregate(run, {1000, o.bootstrap_seed});
   print_summary(agg);
   if (agg.failures > 0) {

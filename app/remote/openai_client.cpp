@@ -108,6 +108,9 @@ RemoteResult remote_generate(const RemoteRequest& o, const std::function<void(co
   if (o.top_k > 0) body["top_k"] = o.top_k;
   if (!o.stop.empty()) body["stop"] = o.stop;
   if (!o.speculative) body["speculative"] = false;
+  if (o.extra.is_object()) {
+    for (const auto& [k, v] : o.extra.items()) body[k] = v;
+  }
   std::string path;
   if (o.chat) {
     json msgs = json::array();

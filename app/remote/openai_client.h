@@ -42,6 +42,9 @@ struct RemoteRequest {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   bool speculative = true;  // false sends "speculative": false (our server's baseline)
+  // More body fields, set as given (for example our server's drafter, draft_k, tree and
+  // node_budget, app/serve/api_request.h); null or an object.
+  nlohmann::json extra;
   // Polled while the reply streams: when it becomes true the stream is closed and the result
   // so far returned with finish_reason "cancelled". May be null.
   const std::atomic<bool>* cancel = nullptr;

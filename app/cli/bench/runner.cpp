@@ -126,7 +126,7 @@ BenchRun run_suite(BenchBackend& be, const BenchSuite& suite, const RunOptions& 
             r.max_tokens = pp.max_tokens;
             ids[i] = -1;
             try {
-              ids[i] = be.submit(reqs[i], [&, i](const TokenEvent&) {
+              ids[i] = be.submit_prompt(*pp.prompt, reqs[i], [&, i](const TokenEvent&) {
                 last[i] = Clock::now();
                 if (!got_first[i]) {
                   got_first[i] = true;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/cli/bench/configs.h"
@@ -31,6 +32,11 @@ class BenchBackend {
   virtual SpecConfig plan(const BenchConfig& c, const std::vector<int32_t>& prompt) = 0;
   virtual void clear_cache() = 0;  // cold start for the next wave (no prefix reuse)
   virtual int64_t submit(const GenerateRequest& req, TokenCallback on_token) = 0;
+  // The runner submits through this, with the suite prompt `req.prompt` was encoded from; a
+  // backend that sends text (an HTTP endpoint) uses the prompt, the others just submit(req).
+  virtual int64_t submit_prompt(const BenchPrompt& /*p*/, const GenerateRequest& req, TokenCallback on_token) {
+    return submit(req, std::move(on_token));
+  }
   virtual void step() = 0;
   virtual bool finished(int64_t id) const = 0;
   virtual GenerationResult take(int64_t id) = 0;
