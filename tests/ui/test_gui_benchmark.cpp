@@ -161,3 +161,25 @@ TEST_CASE("gui benchmark: a tiny suite runs, fills the plots, is saved, reopens 
     CHECK(diff->item(r, 3)->text() == diff->item(r, 4)->text());
   }
 }
+
+TEST_CASE("gui benchmark: Stop ends a sweep after its current wave, and what ran is kept", "[gui][model]") {
+  QTemporaryDir dir;
+  GenerationSettings settings;
+  test::ModelApp app(dir.filePath(QStringLiteral("chat.sqlite")), settings);
+  const AnalysisTools tools = install_analysis_tools(app.window, app.engine.worker(), &app.controller);
+  BenchmarkView* v = tools.benchmark;
+  v->findChild<QSpinBox*>(QStringLiteral("benchPerGroupSpin"))->setValue(0);  // the whole bundled suite
+  v->findChild<QSpinBox*>(QStringLiteral("benchMaxTokensSpin"))->setValue(8);
+  auto* progress = v->findChild<QProgressBar*>(QStringLiteral("benchProgress"));
+  REQUIRE(v->start());
+  REQUIRE(wait_until([&] { return progress->maximum() > 1 && progress->value() > 0; }, kRunTimeoutMs));
+  const int total = progress->maximum();
+  v->findChild<QPushButton*>(QStringLiteral("benchStopButton"))->click();
+  REQUIRE(wait_until([&] { return !v->isRunning(); }, kRunTimeoutMs));
+  INFO(v->statusText().toStdString());
+  CHECK(v->shownRun().meta.truncated);
+  CHECK(v->statusText().contains(QStringLiteral("stopped early")));
+  CHECK_FALSE(v->shownRun().records.empty());
+  CHECK(static_cast<int>(v->shownRun().records.size()) < total);
+  CHECK(v->findChild<QPushButton*>(QStringLiteral("benchRunButton"))->isEnabled());
+}
