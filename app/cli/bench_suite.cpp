@@ -8,6 +8,7 @@
 
 #include "app/cli/bench.h"
 #include "app/cli/data_files.h"
+#include "app/cli/remote.h"
 #include "app/cli/bench/aggregate.h"
 #include "app/cli/bench/configs.h"
 #include "app/cli/bench/endpoint_backend.h"
@@ -75,10 +76,7 @@ int cmd_bench_suite(BenchOptions& o) {
     bench::EndpointBackend::check_configs(ro.configs);
     bench::EndpointOptions eo;
     eo.url = c.endpoint;
-    eo.api_key = c.api_key;
-    if (eo.api_key.empty()) {
-      if (const char* k = std::getenv("SPECCHAT_API_KEY")) eo.api_key = k;
-    }
+    eo.api_key = endpoint_api_key(c);
     eo.model = c.model_name;
     eo.capacity = std::max(64, ro.concurrency.back());
     bench::EndpointBackend backend(eo);

@@ -12,13 +12,16 @@ namespace specchat::cli {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+std::string endpoint_api_key(const CommonOptions& o) {
+  if (!o.api_key.empty()) return o.api_key;
+  const char* k = std::getenv("SPECCHAT_API_KEY");
+  return k ? k : "";
+}
+
 remote::RemoteRequest remote_request(const CommonOptions& o, int draft_k) {
   remote::RemoteRequest r;
   r.endpoint = o.endpoint;
-  r.api_key = o.api_key;
-  if (r.api_key.empty()) {
-    if (const char* k = std::getenv("SPECCHAT_API_KEY")) r.api_key = k;
-  }
+  r.api_key = endpoint_api_key(o);
   r.model = o.model_name;
   r.chat = o.chat_given;
   r.messages = o.messages;

@@ -18,6 +18,8 @@ using remote::RemoteResult;
 // --prompt as a completion; -n, sampling, --stop; `draft_k` 0 sends "speculative": false) for
 // o.endpoint. The key: o.api_key, else $SPECCHAT_API_KEY.
 remote::RemoteRequest remote_request(const CommonOptions& o, int draft_k);
+// --api-key, else $SPECCHAT_API_KEY, else "" (no key sent).
+std::string endpoint_api_key(const CommonOptions& o);
 
 // remote_request(o, draft_k) sent with remote::remote_generate (app/remote/openai_client.h).
 RemoteResult remote_generate(const CommonOptions& o, int draft_k, const std::function<void(const std::string&)>& on_text);
