@@ -7,10 +7,13 @@
 // exported as the CLI's report (report.json, per_request.csv, summary.csv, report.html); saved
 // runs reopen from the "Saved runs" tab, and the compare view's saved runs are listed in
 // "Compare runs".
+// Files: benchmark_view.cpp (the form, the run, plots and table, export),
+// benchmark_view_saved.cpp (saved runs, compare two, compare runs).
 #pragma once
 
 #include <QWidget>
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -29,6 +32,7 @@ class QPushButton;
 class QSpinBox;
 class QTabWidget;
 class QTableWidget;
+class QTableWidgetItem;
 
 namespace specchat::ui {
 
@@ -92,8 +96,9 @@ class BenchmarkView : public QWidget {
   void setRunning(quint64 job);
   void setStatus(const QString& text, bool error = false);
   QString suitePath();
-  template <typename F>
-  void post(F&& f);  // runs f(storage_) on the storage thread
+  void post(std::function<void(StorageWorker*)> f);  // runs f(storage_) on the storage thread
+  static QTableWidgetItem* cell(const QString& text, bool number = false);  // read-only
+  static constexpr int kFinalResamples = 1000;  // bootstrap resamples, as the CLI's report
 
   EngineWorker* worker_;
   StorageWorker* storage_;
