@@ -148,6 +148,10 @@ int cmd_bench_suite(BenchOptions& o) {
                  "and Qt SVG: qt6-charts-dev, libqt6svg6-dev)\n", d.c_str());
 #endif
   }
+  if (run.records.empty()) {
+    std::fprintf(stderr, "error: nothing was measured: every prompt was skipped or the sweep stopped before the first wave\n");
+    return 1;
+  }
   return agg.failures > 0 ? 1 : 0;
 }
 

@@ -87,15 +87,34 @@ LoadedReport load_report(const std::string& path) {
 LoadedReport parse_report(const std::string& text, const std::string& name) {
   const std::string& path = name;
   LoadedReport lr;
+  struct TooDeep {};
   try {
-    const json j = json::parse(text);
-    if (!j.is_object() || j.value("format", std::string()) != "specchat-bench-report" || j.value("version", 0) != 1) {
+    // Refused while parsing: values are copied below, and nlohmann copies recursively.
+    const json j = json::parse(text, [](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxReportDepth) throw TooDeep{};
+      return true;
+    });
+    const auto format = j.is_object() ? j.find("format") : j.end();
+    const auto version = j.is_object() ? j.find("version") : j.end();
+    if (!j.is_object() || format == j.end() || *format != "specchat-bench-report" || version == j.end() ||
+        !version->is_number_integer() || *version != 1) {
       throw std::runtime_error(path + " is not a specchat-bench-report version 1");
     }
     lr.run.meta = meta_from_json(j.at("meta"));
-    for (const json& r : j.at("records")) lr.run.records.push_back(record_from_json(r));
+    for (const json& r : j.at("records")) {
+      lr.run.records.push_back(record_from_json(r));
+      const RequestRecord& rec = lr.run.records.back();
+      for (const std::string* s : {&rec.config, &rec.category, &rec.tier, &rec.prompt_id}) {
+        if (s->size() > kMaxReportName)
+          throw std::runtime_error(path + ": a record's name is " + std::to_string(s->size()) + " characters long (at most " +
+                                   std::to_string(kMaxReportName) + ")");
+      }
+    }
     for (const json& w : j.at("waves")) lr.run.waves.push_back(wave_from_json(w));
     lr.aggregates = j.at("aggregates");
+  } catch (const TooDeep&) {
+    throw std::runtime_error(path + ": not a readable bench report (nested deeper than " +
+                             std::to_string(kMaxReportDepth) + " levels)");
   } catch (const json::exception& e) {
     throw std::runtime_error(path + ": not a readable bench report (" + e.what() + ")");
   }

@@ -20,7 +20,11 @@ std::string per_request_csv(const BenchRun& run);
 std::string summary_csv(const Aggregates& agg);
 
 // A report.json read back: the run and the stored aggregates as written. Throws
-// std::runtime_error naming the file when it is unreadable or not a version-1 report.
+// std::runtime_error naming the file when it is unreadable or not a version-1 report, nests
+// deeper than kMaxReportDepth, or has a record name (config, category, tier, prompt id) longer
+// than kMaxReportName characters (a legend of that length makes Qt Charts take gigabytes).
+inline constexpr int kMaxReportDepth = 64;
+inline constexpr size_t kMaxReportName = 256;
 struct LoadedReport {
   BenchRun run;
   nlohmann::json aggregates;

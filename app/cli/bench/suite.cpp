@@ -30,10 +30,10 @@ std::string need_string(const json& p, const char* key, const std::string& at, b
 
 BenchSuite parse_suite(const json& j, const std::string& origin) {
   if (!j.is_object()) throw SuiteError(origin + ": a suite is a JSON object");
-  if (j.value("format", std::string()) != "specchat-bench-suite") {
+  if (!j.contains("format") || j["format"] != "specchat-bench-suite") {
     throw SuiteError(origin + ": 'format' must be \"specchat-bench-suite\"");
   }
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != 1) {
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != 1) {
     throw SuiteError(origin + ": unsupported 'version' (this build reads version 1)");
   }
   BenchSuite s;

@@ -137,3 +137,19 @@ TEST_CASE("bench: the draft model is loaded when --draft is not given", "[model]
   CHECK(drafted["block:k=3"] > 0);  // the bundled block drafter, found beside the target
   CHECK(drafted["mtp-tree:n=6:d=3:b=2"] > 0);
 }
+
+TEST_CASE("bench --suite: a suite none of whose prompts fits measures nothing, and says so with exit 1", "[model][bench]") {
+  // Found by a fresh-clone check: it printed an empty summary and exited 0.
+  REQUIRE(test::bundled_models_present());
+  const std::string path = (std::filesystem::temp_directory_path() / "specchat_bench_too_long.json").string();
+  {
+    std::ofstream out(path);
+    out << R"({"format": "specchat-bench-suite", "version": 1, "prompts": [{"id": "a", "category": "c", "source": "t", "turns": [")"
+        << std::string(20000, 'a') << " " << std::string(20000, 'b') << R"("]}]})";
+  }
+  const auto r = test::run_cli({"bench", "--suite", path, "--configs", "baseline,chain:k=3", "-n", "4"}, 120);
+  INFO(r.describe());
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("nothing was measured") != std::string::npos);
+  std::filesystem::remove(path);
+}

@@ -83,3 +83,62 @@ TEST_CASE("report.html: not built (no Qt Charts / Qt SVG)", "[unit][bench]") {
   WARN("report.html tests skipped: this build has no Qt Charts and Qt SVG (qt6-charts-dev, libqt6svg6-dev)");
 }
 #endif
+
+TEST_CASE("report.json read back: hostile documents are refused, not a crash", "[unit][bench]") {
+  // Found by a fresh-clone check: a report whose meta.settings nested 100,000 levels crashed
+  // bench-diff and the app's saved runs (a recursive copy of the value); a version of 1.9 read as
+  // 1; a 50,000-character config name made the charts take gigabytes.
+  const BenchRun run = fake_run(false);
+  const Aggregates agg = aggregate(run);
+  const nlohmann::json good = report_json(run, agg, {});
+  CHECK_NOTHROW(parse_report(good.dump(), "good"));
+  auto refused = [](const nlohmann::json& doc, const char* what) {
+    std::string why;
+    try {
+      parse_report(doc.dump(), "bad.json");
+    } catch (const std::runtime_error& e) {
+      why = e.what();
+    }
+    INFO(what);
+    CHECK(why.find("bad.json") != std::string::npos);
+    return why;
+  };
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "{\"a\":";
+  deep += "1";
+  for (int i = 0; i < 100000; ++i) deep += "}";
+  std::string text = good.dump();
+  const std::string key = "\"settings\":";
+  const size_t at = text.find(key);
+  REQUIRE(at != std::string::npos);
+  const size_t end = text.find('}', at);  // fake_run's settings: {"configs":"x"}
+  text.replace(at + key.size(), end + 1 - (at + key.size()), deep);
+  std::string why;
+  try {
+    parse_report(text, "deep.json");
+  } catch (const std::runtime_error& e) {
+    why = e.what();
+  }
+  CHECK(why.find("nested") != std::string::npos);
+  nlohmann::json v = good;
+  v["version"] = 1.9;
+  refused(v, "version 1.9");
+  v["version"] = 4294967297LL;
+  refused(v, "version 2^32 + 1");
+  nlohmann::json f = good;
+  f["format"] = 5;
+  refused(f, "format not a string");
+  nlohmann::json n = good;
+  n["records"][0]["config"] = std::string(50000, 'x');
+  CHECK(refused(n, "long config name").find("long") != std::string::npos);
+}
+
+TEST_CASE("suite files: a version that only truncates to 1 and a format that is not a string are refused", "[unit][bench]") {
+  nlohmann::json s = {{"format", "specchat-bench-suite"}, {"version", 4294967297LL},
+                      {"prompts", {{{"id", "a"}, {"category", "c"}, {"turns", {"hi"}}, {"source", "t"}}}}};
+  CHECK_THROWS_AS(parse_suite(s, "v.json"), SuiteError);
+  s["version"] = 1;
+  CHECK_NOTHROW(parse_suite(s, "v.json"));
+  s["format"] = 5;
+  CHECK_THROWS_WITH(parse_suite(s, "f.json"), Catch::Contains("f.json"));
+}
