@@ -52,8 +52,8 @@ double GenerationStats::mean_accepted_length() const {
   return n_steps > 0 ? static_cast<double>(produced) / n_steps : 0.0;
 }
 
-Generator::Generator(LlamaModel& target, LlamaModel* draft)
-    : engine_(std::make_unique<Engine>(target, draft)) {}
+Generator::Generator(LlamaModel& target, LlamaModel* draft, const EngineShare* share)
+    : engine_(std::make_unique<Engine>(target, draft, share ? *share : EngineShare{})) {}
 
 Generator::~Generator() = default;
 

@@ -109,6 +109,7 @@ class GenerationError : public std::runtime_error {
 };
 
 class Engine;
+struct EngineShare;
 
 // One request at a time over an Engine (engine/runtime/engine.h): the blocking call the CLI,
 // the calibration and the tests use. Requests of several callers at once go to the Engine.
@@ -117,7 +118,9 @@ class Generator {
   // `target` must outlive the generator; `draft` may be null (then only the n-gram drafter or
   // baseline are available). The draft's vocabulary must already have been checked
   // (check_draft_vocab). A request for the model drafter without a draft model runs baseline.
-  Generator(LlamaModel& target, LlamaModel* draft);
+  // `share`: the KV sequences and turn lock of its Engine when another engine on another
+  // thread uses the same models (EngineShare, engine/runtime/engine.h); null = all of them.
+  Generator(LlamaModel& target, LlamaModel* draft, const EngineShare* share = nullptr);
   ~Generator();
 
   // Runs one request to its end. The KV caches keep the longest prefix shared with the

@@ -51,6 +51,8 @@ ChatController::ChatController(EngineWorker* worker, const QString& database_pat
           Qt::QueuedConnection);
   connect(this, &ChatController::generateRequested, worker_, &EngineWorker::generate,
           Qt::QueuedConnection);
+  connect(worker_, &EngineWorker::serverStateChanged, this, &ChatController::serverStateChanged,
+          Qt::QueuedConnection);
 
   StorageWorker* sw = storage_.worker();
   connect(sw, &StorageWorker::conversationsListed, &conversations_,

@@ -141,6 +141,9 @@ class ChatController : public QObject {
   // The chat template the next loadModels uses ("" = the model file's; EngineWorker::
   // setChatTemplate).
   void setChatTemplate(const QString& name);
+  // Settings › Server: queues EngineWorker::setServer (an empty key falls back to
+  // $SPECCHAT_API_KEY); serverStateChanged follows.
+  void setServer(const specchat::ui::ServerSettings& s);
   // Queues EngineWorker::loadModels (empty target = bundled; empty draft = none).
   void loadModels(const QString& target, const QString& draft);
   // Saves a compare-view result to the database (compare_runs); the status line reports it.
@@ -158,6 +161,8 @@ class ChatController : public QObject {
   void deleteSettled();                      // undone or committed
   void exported(const QString& path);
   void imported(qint64 id);
+  // The app's server started (with its URL), stopped, or could not start (EngineWorker).
+  void serverStateChanged(const specchat::ui::ServerState& state);
   void searchChanged(const QString& text);
   // The open conversation's last reply as the live panel shows it (from its stored generation
   // record), or none (`found` false): sent after a conversation is shown.

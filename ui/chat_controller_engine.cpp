@@ -23,6 +23,14 @@ void ChatController::setRemote(const RemoteEngine& given) {
   }
 }
 
+void ChatController::setServer(const ServerSettings& given) {
+  ServerSettings s = given;
+  s.host = s.host.trimmed();
+  if (s.key.isEmpty()) s.key = qEnvironmentVariable("SPECCHAT_API_KEY");
+  EngineWorker* w = worker_;
+  QMetaObject::invokeMethod(w, [w, s] { w->setServer(s); }, Qt::QueuedConnection);
+}
+
 void ChatController::onModelsLoaded(const ModelInfo& info) {
   models_loaded_ = true;
   template_name_ = info.template_name.toStdString();

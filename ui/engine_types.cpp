@@ -213,6 +213,8 @@ void register_engine_types() {
   qRegisterMetaType<MessageStats>();
   qRegisterMetaType<ContextRequest>();
   qRegisterMetaType<ContextUsage>();
+  qRegisterMetaType<ServerSettings>();
+  qRegisterMetaType<ServerState>();
 }
 
 }  // namespace specchat::ui

@@ -86,6 +86,29 @@ struct RemoteEngine {
   bool isRemote() const { return !url.trimmed().isEmpty(); }
 };
 
+// Settings › Server (issue 14 §1): an OpenAI-compatible server (the routes of `specchat-cli
+// serve`) inside the app, serving from the chat's loaded models: the chat keeps KV sequence 0 and
+// the server gets `parallel` more, and the two take turns step by step (EngineShare).
+struct ServerSettings {
+  bool enabled = false;
+  QString host = QStringLiteral("127.0.0.1");  // loopback by default; any other address needs `key`
+  int port = 8080;                             // 0 = any free port (ServerState::url names it)
+  QString key;                                 // "Authorization: Bearer" key; empty = none (loopback only)
+  int parallel = 2;                            // requests decoded at once (1–16)
+  bool operator==(const ServerSettings& o) const {
+    return enabled == o.enabled && host == o.host && port == o.port && key == o.key && parallel == o.parallel;
+  }
+  bool operator!=(const ServerSettings& o) const { return !(*this == o); }
+};
+
+// What the app's server is doing, after each change (EngineWorker::serverStateChanged).
+struct ServerState {
+  bool running = false;
+  QString url;    // http://host:port/v1 while running
+  QString error;  // why an enabled server is not running ("" when running or disabled)
+  int parallel = 0;
+};
+
 // One reply to generate. `messages` is the whole conversation so far (system prompt first when
 // there is one, then alternating user / assistant turns, ending with the new user turn): the
 // engine is stateless between jobs apart from its KV prefix cache.
@@ -259,3 +282,5 @@ Q_DECLARE_METATYPE(specchat::ui::DecodedPieces)
 Q_DECLARE_METATYPE(specchat::MessageStats)
 Q_DECLARE_METATYPE(specchat::ui::ContextRequest)
 Q_DECLARE_METATYPE(specchat::ui::ContextUsage)
+Q_DECLARE_METATYPE(specchat::ui::ServerSettings)
+Q_DECLARE_METATYPE(specchat::ui::ServerState)

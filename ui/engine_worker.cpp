@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "engine/runtime/request_planner.h"
+#include "ui/local_server.h"
 #include "ui/spec_setup.h"
 
 namespace specchat::ui {
@@ -71,6 +72,7 @@ void EngineWorker::endJob() {
 }
 
 void EngineWorker::unload() {
+  stopServer();  // it runs on the pair: goes first
   loaded_.store(false);
   generator_.reset();  // references the models: goes first
   pair_.reset();
@@ -96,8 +98,11 @@ bool EngineWorker::ensureLoaded(QString* error) {
   if (pair_) return true;
   Q_EMIT modelsLoading(QStringLiteral("Loading %1\u2026").arg(describe(options_)));
   try {
+    options_.n_seq = sequencesWanted();
     auto pair = std::make_unique<ModelPair>(ModelPair::load(options_));
-    generator_ = std::make_unique<Generator>(*pair->target, pair->draft.get());
+    // The chat keeps sequence 0 and takes turns with the app server, if one starts.
+    const EngineShare chat{0, 1, &turns_};
+    generator_ = std::make_unique<Generator>(*pair->target, pair->draft.get(), &chat);
     // The block drafter and MTP head are optional: offered when a file beside the target binds
     // to it; one that does not is a warning, never a failed load.
     features_ = FeatureDrafters{};
@@ -130,6 +135,7 @@ bool EngineWorker::ensureLoaded(QString* error) {
   info.n_ctx = pair_->target->n_ctx();
   for (const auto& w : pair_->warnings) info.warnings << QString::fromStdString(w);
   Q_EMIT modelsLoaded(info);
+  startServer();
   return true;
 }
 

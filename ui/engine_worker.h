@@ -14,12 +14,14 @@
 
 #include "engine/drafters/install.h"
 #include "engine/model_pair.h"
+#include "engine/runtime/turn_lock.h"
 #include "ui/bench_types.h"
 #include "ui/engine_types.h"
 
 namespace specchat::ui {
 
 struct SpecSetup;  // ui/spec_setup.h
+class LocalServer;  // ui/local_server.h
 
 // Owns a ModelPair and a Generator (KV prefix reuse across turns). Every slot catches all
 // exceptions and turns them into errorOccurred(): nothing a user does can crash the app.
@@ -94,6 +96,13 @@ class EngineWorker : public QObject {
   // most every ~300 ms, and the last one), then benchFinished once (also on error). stop(job.id)
   // ends it after the running wave.
   void runBench(const specchat::ui::BenchJob& job);
+  // Settings › Server (engine_worker_server.cpp): serves the loaded models over the OpenAI API
+  // (LocalServer) while `s.enabled`, with the chat on KV sequence 0 and the server on
+  // s.parallel more; the models are reloaded when that changes the pool's size (the chat's KV
+  // prefix is then lost once). Without loaded models the server starts after the next load.
+  // Emits serverStateChanged (running with its URL, stopped, or the reason it could not start:
+  // a non-loopback address without a key, a port in use).
+  void setServer(const specchat::ui::ServerSettings& s);
 
  Q_SIGNALS:
   void modelsLoading(const QString& description);
@@ -117,6 +126,8 @@ class EngineWorker : public QObject {
   // Benchmark: every request recorded so far (identity with baseline checked), for live plots.
   void benchUpdated(quint64 job_id, const specchat::bench::BenchRun& so_far);
   void benchFinished(const specchat::ui::BenchResult& result);
+  // The app's server started, stopped or failed to start (setServer, and around model loads).
+  void serverStateChanged(const specchat::ui::ServerState& state);
 
  private:
   bool ensureLoaded(QString* error);  // worker thread; false when no pair could be loaded
@@ -128,6 +139,10 @@ class EngineWorker : public QObject {
   GenerationResult runTracked(quint64 job_id, const GenerateRequest& req, const SpecSetup& setup,
                               const TokenCallback& on_token);
   void fillMemory(LiveStats& live) const;  // RSS, KV bytes, VRAM, device name
+  // KV sequences the pair needs: the chat's one, plus the server's while it is enabled.
+  int sequencesWanted() const;
+  void startServer();  // when enabled and loaded; emits serverStateChanged
+  void stopServer();   // emits serverStateChanged when one was running
   // generate() against the remote engine `r`: the job's messages go to its chat endpoint, text
   // streams back as tokenGenerated (one event per piece, never drafted: a server sends no ids),
   // statistics come from its usage/timings. The summary has no token ids (the next context is
@@ -137,8 +152,12 @@ class EngineWorker : public QObject {
   PairOptions options_;               // last requested pair
   std::atomic<int> target_backend_{static_cast<int>(BackendKind::cpu)};
   std::atomic<int> draft_backend_{static_cast<int>(BackendKind::cpu)};
+  // The chat's engine and the app server's take turns on it (EngineShare); outlives both.
+  TurnLock turns_;
   std::unique_ptr<ModelPair> pair_;   // heap: the generator keeps references into it
-  std::unique_ptr<Generator> generator_;
+  std::unique_ptr<Generator> generator_;  // the chat: KV sequence 0 of the pair
+  ServerSettings server_settings_;         // Settings › Server (worker thread)
+  std::unique_ptr<LocalServer> server_;    // running app server (sequences 1..parallel)
   FeatureDrafters features_;  // the block drafter / MTP head found beside the target (optional)
   std::atomic<bool> loaded_{false};
 

@@ -44,6 +44,7 @@ MainWindow::MainWindow(ChatController* controller, QWidget* parent)
       regenerate_(new QPushButton(tr("Regenerate"))),
       status_(new QLabel),
       stats_(new QLabel),
+      server_(new QLabel),
       splitter_(new QSplitter(Qt::Horizontal)),
       live_slot_(new QWidget) {
   system_prompt_->setObjectName(QStringLiteral("systemPromptEdit"));
@@ -55,6 +56,9 @@ MainWindow::MainWindow(ChatController* controller, QWidget* parent)
   regenerate_->setObjectName(QStringLiteral("regenerateButton"));
   status_->setObjectName(QStringLiteral("statusLabel"));
   stats_->setObjectName(QStringLiteral("statsLabel"));
+  server_->setObjectName(QStringLiteral("serverStatusLabel"));
+  server_->setTextInteractionFlags(Qt::TextSelectableByMouse);  // the URL can be copied
+  server_->hide();  // shown while Settings › Server is on
   splitter_->setObjectName(QStringLiteral("mainSplitter"));
   live_slot_->setObjectName(QStringLiteral("livePanelSlot"));
 
@@ -103,6 +107,21 @@ MainWindow::MainWindow(ChatController* controller, QWidget* parent)
   setCentralWidget(splitter_);
   statusBar()->addWidget(status_, 1);
   statusBar()->addPermanentWidget(stats_);
+  statusBar()->addPermanentWidget(server_);
+  connect(controller_, &ChatController::serverStateChanged, this, [this](const ServerState& st) {
+    if (st.running) {
+      server_->setText(tr("Server: %1").arg(st.url));
+      server_->setToolTip(tr("Serving the loaded models to other programs (%1 requests at once)").arg(st.parallel));
+      server_->setStyleSheet(QString());
+    } else if (!st.error.isEmpty()) {
+      server_->setText(tr("Server: not running"));
+      server_->setToolTip(st.error);
+      server_->setStyleSheet(QStringLiteral("color: #c0392b;"));
+    } else {
+      server_->clear();
+    }
+    server_->setVisible(settings_.server.enabled);
+  });
   buildMenus();
 
   connect(input_, &PromptEdit::submitted, this, &MainWindow::sendInput);
@@ -235,6 +254,7 @@ void MainWindow::setAppSettings(const AppSettings& s, const QString& file) {
 void MainWindow::applySettings(const AppSettings& s) {
   const bool models_changed = s.target_path != settings_.target_path || s.draft_path != settings_.draft_path ||
                               s.chat_template != settings_.chat_template;
+  const bool server_changed = s.server != settings_.server;
   settings_ = s;
   if (!save_settings(s, settings_file_)) {
     onStatusChanged(tr("Could not save the settings."), true);
@@ -242,6 +262,7 @@ void MainWindow::applySettings(const AppSettings& s) {
   controller_->setSettings(s.generation);
   controller_->setRemote(s.engine);
   controller_->setChatTemplate(s.chat_template);
+  if (server_changed) controller_->setServer(s.server);
   apply_theme(s.theme);
   if (models_changed) {
     const ModelPaths paths = models_to_load(s);

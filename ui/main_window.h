@@ -89,6 +89,7 @@ class MainWindow : public QMainWindow {
   QPushButton* regenerate_;
   QLabel* status_;
   QLabel* stats_;
+  QLabel* server_;  // "serverStatusLabel": the app server's URL or why it is not running
   QSplitter* splitter_;
   QWidget* live_slot_;
   QVBoxLayout* center_layout_ = nullptr;

@@ -96,6 +96,12 @@ AppSettings load_settings(const QString& file) {
   s.engine.url = q->value(QStringLiteral("engine/remote_url")).toString().trimmed();
   s.engine.key = q->value(QStringLiteral("engine/remote_key")).toString();
   s.engine.model = q->value(QStringLiteral("engine/remote_model")).toString().trimmed();
+  s.server.enabled = q->value(QStringLiteral("server/enabled"), false).toBool();
+  s.server.host = q->value(QStringLiteral("server/host"), s.server.host).toString().trimmed();
+  if (s.server.host.isEmpty()) s.server.host = ServerSettings{}.host;
+  s.server.port = read_int(*q, "server/port", s.server.port, 0, 65535);
+  s.server.key = q->value(QStringLiteral("server/key")).toString();
+  s.server.parallel = read_int(*q, "server/parallel", s.server.parallel, 1, 16);
   s.chat_template = q->value(QStringLiteral("models/chat_template")).toString().trimmed();
   {
     const std::vector<std::string> names = chat_template_names();
@@ -129,6 +135,11 @@ bool save_settings(const AppSettings& s, const QString& file) {
   q->setValue(QStringLiteral("engine/remote_key"), s.engine.key);
   q->setValue(QStringLiteral("engine/remote_model"), s.engine.model.trimmed());
   q->setValue(QStringLiteral("models/chat_template"), s.chat_template);
+  q->setValue(QStringLiteral("server/enabled"), s.server.enabled);
+  q->setValue(QStringLiteral("server/host"), s.server.host.trimmed());
+  q->setValue(QStringLiteral("server/port"), s.server.port);
+  q->setValue(QStringLiteral("server/key"), s.server.key);
+  q->setValue(QStringLiteral("server/parallel"), s.server.parallel);
   q->sync();
   return q->status() == QSettings::NoError;
 }

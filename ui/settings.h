@@ -25,6 +25,10 @@ struct AppSettings {
   // The chat template: "" = the one recognised in the model file (ChatML with a notice when the
   // file's is missing or unknown), or a name of chat_template_names() (engine/chat_template.h).
   QString chat_template;
+  // Settings › Server: the OpenAI-compatible server over the chat's models (off by default). Its
+  // key is kept in the settings file like the remote engine's; empty falls back to
+  // $SPECCHAT_API_KEY when the app starts the server on another address than loopback.
+  ServerSettings server;
 };
 
 // The model pair to load for `s`: the target path as given (empty = the bundled target) and the

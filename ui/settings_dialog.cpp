@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "app/remote/openai_client.h"
+#include "app/serve/config.h"
 #include "ui/model_check.h"
 
 namespace specchat::ui {
@@ -68,6 +69,11 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
       remote_url_(new QLineEdit(current.engine.url)),
       remote_key_(new QLineEdit(current.engine.key)),
       remote_model_(new QLineEdit(current.engine.model)),
+      server_enabled_(new QCheckBox(tr("Serve the loaded models over an OpenAI-compatible API"))),
+      server_host_(new QLineEdit(current.server.host)),
+      server_port_(spin("serverPortSpin", 0, 65535, current.server.port)),
+      server_key_(new QLineEdit(current.server.key)),
+      server_parallel_(spin("serverParallelSpin", 1, 16, current.server.parallel)),
       check_(new QLabel) {
   setObjectName(QStringLiteral("settingsDialog"));
   setWindowTitle(tr("Settings"));
@@ -168,6 +174,29 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   ef->addRow(tr("API key:"), remote_key_);
   ef->addRow(tr("Model name:"), remote_model_);
 
+  auto* server = new QGroupBox(tr("Server"));
+  auto* svf = new QFormLayout(server);
+  server_enabled_->setObjectName(QStringLiteral("serverEnableCheck"));
+  server_enabled_->setChecked(current.server.enabled);
+  server_enabled_->setToolTip(tr("Other programs (editors, scripts, chat front ends) can use the models this window "
+                                 "has loaded at http://ADDRESS:PORT/v1, as with specchat-cli serve. The chat and the "
+                                 "server share the models and take turns; each request gets its own KV cache."));
+  server_host_->setObjectName(QStringLiteral("serverHostEdit"));
+  server_host_->setToolTip(tr("127.0.0.1 = this computer only. Any other address (0.0.0.0 = every network) needs "
+                              "an API key."));
+  server_port_->setToolTip(tr("0 = any free port (the status bar shows which)"));
+  server_key_->setObjectName(QStringLiteral("serverKeyEdit"));
+  server_key_->setEchoMode(QLineEdit::Password);
+  server_key_->setPlaceholderText(tr("none (loopback only), or $SPECCHAT_API_KEY"));
+  server_parallel_->setToolTip(tr("Requests decoded at once; their verification shares one batched forward. Each "
+                                  "takes a KV cache of the model's context length."));
+  svf->addRow(server_enabled_);
+  svf->addRow(tr("Address:"), server_host_);
+  svf->addRow(tr("Port:"), server_port_);
+  svf->addRow(tr("API key:"), server_key_);
+  svf->addRow(tr("Parallel requests:"), server_parallel_);
+  connect(server_enabled_, &QCheckBox::toggled, this, &SettingsDialog::updateEnabled);
+
   auto* look = new QGroupBox(tr("Appearance"));
   auto* lf = new QFormLayout(look);
   lf->addRow(tr("Theme:"), theme_);
@@ -200,7 +229,10 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   layout->addWidget(models);
   layout->addWidget(spec);
   layout->addWidget(sampling);
-  layout->addWidget(engine);
+  auto* engine_row = new QHBoxLayout;  // where replies come from, and who else may ask for them
+  engine_row->addWidget(engine, 1);
+  engine_row->addWidget(server, 1);
+  layout->addLayout(engine_row);
   layout->addWidget(look);
   layout->addWidget(buttons);
 }
@@ -224,6 +256,11 @@ void SettingsDialog::updateEnabled() {
   top_p_->setEnabled(sampled);
   pin_seed_->setEnabled(sampled);
   seed_->setEnabled(sampled && pin_seed_->isChecked());
+  const bool serving = server_enabled_->isChecked();
+  server_host_->setEnabled(serving);
+  server_port_->setEnabled(serving);
+  server_key_->setEnabled(serving);
+  server_parallel_->setEnabled(serving);
 }
 
 void SettingsDialog::browse(QLineEdit* edit, const QString& caption) {
@@ -259,6 +296,12 @@ AppSettings SettingsDialog::settings() const {
   s.engine.url = remote_url_->text().trimmed();
   s.engine.key = remote_key_->text();
   s.engine.model = remote_model_->text().trimmed();
+  s.server.enabled = server_enabled_->isChecked();
+  s.server.host = server_host_->text().trimmed();
+  if (s.server.host.isEmpty()) s.server.host = ServerSettings{}.host;
+  s.server.port = server_port_->value();
+  s.server.key = server_key_->text();
+  s.server.parallel = server_parallel_->value();
   return s;
 }
 
@@ -269,6 +312,22 @@ void SettingsDialog::accept() {
       remote::parse_endpoint_url(s.engine.url.toStdString());
     } catch (const std::exception& e) {
       check_->setText(tr("Server URL: %1").arg(QString::fromStdString(e.what())));
+      check_->setStyleSheet(QStringLiteral("color: #c0392b;"));
+      adjustSize();
+      return;
+    }
+  }
+  if (s.server.enabled) {
+    // The server's own rules (a non-loopback address needs a key), checked before anything starts.
+    serve::ServeConfig c;
+    c.host = s.server.host.toStdString();
+    c.port = s.server.port;
+    c.parallel = s.server.parallel;
+    c.api_key = (s.server.key.isEmpty() ? qEnvironmentVariable("SPECCHAT_API_KEY") : s.server.key).toStdString();
+    try {
+      serve::validate_config(c);
+    } catch (const std::exception& e) {
+      check_->setText(tr("Server: %1").arg(QString::fromStdString(e.what())));
       check_->setStyleSheet(QStringLiteral("color: #c0392b;"));
       adjustSize();
       return;

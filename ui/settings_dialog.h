@@ -6,7 +6,9 @@
 // treeModeCombo, draftKSpin, nodeBudgetSpin, depthSpin, branchSpin, temperatureSpin, topKSpin,
 // topPSpin, pinSeedCheck, seedSpin, maxTokensSpin, themeCombo, modelCheckLabel,
 // chatTemplateCombo, and for Settings › Engine remoteUrlEdit, remoteKeyEdit, remoteModelEdit (an empty URL = the local
-// engine; a URL that is not http(s)://host... is explained in modelCheckLabel).
+// engine; a URL that is not http(s)://host... is explained in modelCheckLabel), and for Settings ›
+// Server serverEnableCheck, serverHostEdit, serverPortSpin, serverKeyEdit, serverParallelSpin (an
+// address other than loopback without a key is explained in modelCheckLabel).
 #pragma once
 
 #include <QDialog>
@@ -61,6 +63,11 @@ class SettingsDialog : public QDialog {
   QLineEdit* remote_url_;
   QLineEdit* remote_key_;
   QLineEdit* remote_model_;
+  QCheckBox* server_enabled_;
+  QLineEdit* server_host_;
+  QSpinBox* server_port_;
+  QLineEdit* server_key_;
+  QSpinBox* server_parallel_;
   QLabel* check_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -42,6 +44,12 @@ bool client_gone(int fd) {
   pollfd p{fd, POLLRDHUP, 0};
   if (poll(&p, 1, 0) <= 0) return false;
   return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+bool quick_ack(int fd) {
+  if (fd < 0) return false;
+  int yes = 1;
+  return setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &yes, sizeof(yes)) == 0;
 }
 
 bool raise_listen_backlog(int port) {

@@ -15,6 +15,13 @@ int find_client_socket(const std::string& addr, int port);
 // True when the peer of socket `fd` has closed its side or the socket failed. -1 → false.
 bool client_gone(int fd);
 
+// Sends the ACK the kernel holds back for socket `fd` now (TCP_QUICKACK). Called between a
+// request's headers and its body: a client that writes the two separately with Nagle's algorithm
+// on (Python's httpx, so the official `openai` package) waits for that ACK before it sends the
+// body, and Linux delays it ~40 ms on a keep-alive connection; every request paid that before
+// any work began. False when fd is -1 or the option is refused.
+bool quick_ack(int fd);
+
 // Raises the accept backlog of this process's listening TCP socket on `port` to SOMAXCONN
 // (cpp-httplib 0.11 listens with a backlog of 5: a burst of clients overflowed it and saw
 // connection resets). Returns false when no such socket is found.

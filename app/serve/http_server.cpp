@@ -1,6 +1,8 @@
 // ApiServer: routes, authentication, error bodies (the generation handler is in generate.cpp).
 #include "app/serve/http_server.h"
 
+#include <sys/socket.h>
+
 #include "app/serve/client_socket.h"
 
 #include <httplib.h>
@@ -60,10 +62,18 @@ ApiServer::ApiServer(const ServeConfig& c, ModelPair& pair, Scheduler& scheduler
   // Small JSON answers and SSE chunks: without TCP_NODELAY each waits on the client's delayed ACK
   // (~40-90 ms per request seen on loopback).
   svr_->set_tcp_nodelay(true);
+  // Not cpp-httplib's default (SO_REUSEPORT on Linux), under which a second server binds a port
+  // another one already listens on and the kernel splits the clients between them.
+  svr_->set_socket_options(exclusive_socket_options);
   install_routes();
 }
 
 ApiServer::~ApiServer() = default;
+
+void exclusive_socket_options(int sock) {
+  int yes = 1;
+  setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
 
 int ApiServer::bind() {
   int port = cfg_.port;
@@ -81,6 +91,8 @@ int ApiServer::bind() {
 bool ApiServer::listen() { return svr_->listen_after_bind(); }
 
 void ApiServer::stop() { svr_->stop(); }
+
+bool ApiServer::listening() const { return svr_->is_running(); }
 
 // Checked inside each handler (after cpp-httplib has read the body: answering from a pre-routing
 // handler would leave an unread body on a keep-alive connection) and for unknown routes.
@@ -107,6 +119,12 @@ std::string ApiServer::allowed_methods(const std::string& path) {
 
 void ApiServer::install_routes() {
   httplib::Server& s = *svr_;
+  // After the headers, before the body is read: ACK at once so a client holding its body back
+  // for that ACK (Nagle) sends it now (quick_ack; ~40 ms per request on keep-alive connections).
+  s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+    if (req.method == "POST") quick_ack(find_client_socket(req.remote_addr, req.remote_port));
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
     // Called for every status ≥ 400: bodies already written (JSON errors) are left alone.
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;

@@ -29,6 +29,11 @@ struct Response;
 
 namespace specchat::serve {
 
+// Socket options of the listening socket: SO_REUSEADDR only (a restart binds at once over
+// connections in TIME_WAIT), never SO_REUSEPORT, so binding a port that another process listens
+// on fails ("in use") instead of sharing it.
+void exclusive_socket_options(int sock);
+
 // Constant-time comparison of a presented key with the server's (time independent of where
 // they differ; the length of `expected` may leak, not its content).
 bool keys_equal(const std::string& presented, const std::string& expected);
@@ -45,6 +50,8 @@ class ApiServer {
   // Serves until stop(); false when listening failed.
   bool listen();
   void stop();
+  // Whether listen() is running (stop() reaches only a server that has started listening).
+  bool listening() const;
   void set_ready(bool ready) { ready_ = ready; }
 
  private:

@@ -21,8 +21,9 @@ namespace {
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 }  // namespace
 
-Scheduler::Scheduler(ModelPair& pair, int parallel, int queue, int threads, ServeMetrics& metrics)
-    : pair_(pair), parallel_(parallel), queue_cap_(queue), threads_(threads), metrics_(metrics),
+Scheduler::Scheduler(ModelPair& pair, int parallel, int queue, int threads, ServeMetrics& metrics,
+                     const EngineShare& share)
+    : pair_(pair), parallel_(parallel), queue_cap_(queue), threads_(threads), metrics_(metrics), share_(share),
       engine_(make_engine()) {
   if (engine_->capacity() < parallel_) {
     throw std::invalid_argument("the models hold " + std::to_string(engine_->capacity()) + " sequences, fewer than parallel " +
@@ -34,7 +35,7 @@ Scheduler::Scheduler(ModelPair& pair, int parallel, int queue, int threads, Serv
 Scheduler::~Scheduler() { stop(); }
 
 std::unique_ptr<Engine> Scheduler::make_engine() {
-  auto e = std::make_unique<Engine>(*pair_.target, pair_.draft.get());
+  auto e = std::make_unique<Engine>(*pair_.target, pair_.draft.get(), share_);
   FeatureDrafterRequest req;
   req.block = req.mtp = true;
   req.optional = true;
@@ -44,7 +45,7 @@ std::unique_ptr<Engine> Scheduler::make_engine() {
   } catch (const std::exception&) {
     // A drafter file beside the target that does not bind: serve without feature drafters.
     features_ = FeatureDrafters{};
-    e = std::make_unique<Engine>(*pair_.target, pair_.draft.get());
+    e = std::make_unique<Engine>(*pair_.target, pair_.draft.get(), share_);
   }
   return e;
 }

@@ -23,6 +23,7 @@
 #include "engine/drafters/install.h"
 #include "engine/generator.h"
 #include "engine/model_pair.h"
+#include "engine/runtime/engine.h"
 #include "engine/runtime/spec_settings.h"
 
 namespace specchat::serve {
@@ -60,7 +61,11 @@ class Scheduler {
  public:
   // `pair` must outlive the scheduler; its models were loaded with n_seq ≥ parallel.
   // `threads`: PairOptions::n_threads (the calibration's timings are kept per count).
-  Scheduler(ModelPair& pair, int parallel, int queue, int threads, ServeMetrics& metrics);
+  // `share`: the KV sequences (at least `parallel`) and turn lock of the engine when the pair is
+  // also used by another engine (the app's chat, EngineShare); default: the whole pool, alone.
+  // std::invalid_argument when the engine's sequences are fewer than `parallel`.
+  Scheduler(ModelPair& pair, int parallel, int queue, int threads, ServeMetrics& metrics,
+            const EngineShare& share = {});
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -91,6 +96,7 @@ class Scheduler {
   ModelPair& pair_;
   int parallel_, queue_cap_, threads_;
   ServeMetrics& metrics_;
+  EngineShare share_;
   // The block drafter / MTP head found beside the target (optional; none = requests for them
   // are planned as plain decoding with a warning).
   FeatureDrafters features_;

@@ -8,6 +8,7 @@
 
 #include "engine/model.h"
 #include "engine/runtime/emitter.h"
+#include "engine/runtime/turn_lock.h"
 #include "engine/speculative/acceptance.h"
 #include "engine/speculative/drafter.h"
 #include "engine/speculative/ngram_drafter.h"
@@ -17,6 +18,22 @@ namespace specchat {
 namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// Holds the shared engines' TurnLock (EngineShare::turns) for one call; nothing when unshared.
+class Turn {
+ public:
+  explicit Turn(TurnLock* t) : t_(t) {
+    if (t_) t_->lock();
+  }
+  ~Turn() {
+    if (t_) t_->unlock();
+  }
+  Turn(const Turn&) = delete;
+  Turn& operator=(const Turn&) = delete;
+
+ private:
+  TurnLock* t_;
+};
 }  // namespace
 
 // Feature drafter kinds, indexed by feature_index().
@@ -72,13 +89,20 @@ struct Engine::Seq {
   std::vector<int32_t> keep_rows, keep_ids;
 };
 
-Engine::Engine(LlamaModel& target, LlamaModel* draft) : target_(target), draft_(draft) {
-  const int n = target.n_seq();
-  if (draft && draft->n_seq() < n) {
+Engine::Engine(LlamaModel& target, LlamaModel* draft, const EngineShare& share)
+    : target_(target), draft_(draft), first_seq_(share.first_seq), turns_(share.turns) {
+  const int pool = target.n_seq();
+  if (draft && draft->n_seq() < pool) {
     throw std::invalid_argument("Engine: the draft model has " + std::to_string(draft->n_seq()) +
-                                " sequences, the target " + std::to_string(n));
+                                " sequences, the target " + std::to_string(pool));
   }
-  for (int i = 0; i < n; ++i) {
+  const int n = share.n_seq < 0 ? pool - share.first_seq : share.n_seq;
+  if (share.first_seq < 0 || n < 1 || share.first_seq + n > pool) {
+    throw std::invalid_argument("Engine: sequences [" + std::to_string(share.first_seq) + ", " +
+                                std::to_string(share.first_seq + n) + ") are not inside the pool of " +
+                                std::to_string(pool));
+  }
+  for (int i = first_seq_; i < first_seq_ + n; ++i) {
     auto s = std::make_unique<Slot>();
     if (draft) s->model_drafter = std::make_unique<ModelDrafter>(*draft, i, target.config().n_vocab);
     slots_.push_back(std::move(s));
@@ -88,6 +112,8 @@ Engine::Engine(LlamaModel& target, LlamaModel* draft) : target_(target), draft_(
 Engine::~Engine() = default;
 
 int Engine::capacity() const { return static_cast<int>(slots_.size()); }
+
+Engine::Slot& Engine::slot_of(int kv_seq) const { return *slots_[static_cast<size_t>(kv_seq - first_seq_)]; }
 
 int Engine::n_active() const {
   int n = 0;
@@ -108,6 +134,7 @@ bool Engine::finished(SeqId id) const {
 }
 
 Engine::SeqId Engine::submit(const GenerateRequest& req, TokenCallback on_token, const std::atomic<bool>* cancel) {
+  const Turn turn(turns_);
   const auto t_start = Clock::now();
   const int n_ctx = target_.n_ctx();
   const int n_prompt = static_cast<int>(req.prompt.size());
@@ -123,8 +150,8 @@ Engine::SeqId Engine::submit(const GenerateRequest& req, TokenCallback on_token,
   }
   // The free slot whose cache shares the longest prefix with the prompt (lowest index on ties).
   int slot = -1, best = -1;
-  for (int i = 0; i < capacity(); ++i) {
-    if (slots_[static_cast<size_t>(i)]->busy) continue;
+  for (int i = first_seq_; i < first_seq_ + capacity(); ++i) {
+    if (slot_of(i).busy) continue;
     const int common = target_.kv(i).common_prefix(req.prompt);
     if (common > best) {
       best = common;
@@ -140,7 +167,7 @@ Engine::SeqId Engine::submit(const GenerateRequest& req, TokenCallback on_token,
   GenerationStats& st = s.res.stats;
   st.n_prompt = n_prompt;
   // The drafter of this request: none when draft_k is 0, or the model drafter has no model.
-  Slot& sl = *slots_[static_cast<size_t>(slot)];
+  Slot& sl = slot_of(slot);
   if (req.spec.draft_k > 0) {
     const int fi = feature_index(req.spec.drafter);
     if (req.spec.drafter == DrafterKind::ngram) {
@@ -202,13 +229,14 @@ void Engine::retire(Seq& s) {
   // Every drafter of the slot (not only this request's: an earlier request may have used the
   // model drafter, whose cache must not keep rows past what the slot now holds).
   // A feature drafter's rows past a stop or EOS go here too.
-  Slot& sl = *slots_[static_cast<size_t>(s.slot)];
+  Slot& sl = slot_of(s.slot);
   sl.each([&](Drafter& d) { d.finished(final_ctx); });
   s.done = true;
-  slots_[static_cast<size_t>(s.slot)]->busy = false;
+  sl.busy = false;
 }
 
 int Engine::step() {
+  const Turn turn(turns_);
   // Propose: every active sequence drafts its tree and builds its verification batch.
   std::vector<Seq*> ready;
   const int n_ctx = target_.n_ctx();
@@ -386,10 +414,12 @@ void Engine::set_draft_cap(int max_nodes) {
 }
 
 void Engine::clear_cache() {
-  for (int i = 0; i < capacity(); ++i) {
-    if (slots_[static_cast<size_t>(i)]->busy) continue;
+  const Turn turn(turns_);
+  for (int i = first_seq_; i < first_seq_ + capacity(); ++i) {
+    Slot& sl = slot_of(i);
+    if (sl.busy) continue;
     target_.kv(i).truncate(0);
-    slots_[static_cast<size_t>(i)]->each([](Drafter& d) { d.clear(); });
+    sl.each([](Drafter& d) { d.clear(); });
   }
 }
 
@@ -400,13 +430,14 @@ void Engine::set_drafter_factory(DrafterKind kind, const DrafterFactory& make) {
                                 " drafters are built in (only block and mtp take a factory)");
   }
   if (n_active() > 0) throw std::logic_error("Engine::set_drafter_factory: requests are active");
+  const Turn turn(turns_);
   std::vector<std::unique_ptr<Drafter>> made(slots_.size());
   if (make) {
     for (size_t i = 0; i < slots_.size(); ++i) {
-      made[i] = make(static_cast<int>(i));
+      made[i] = make(first_seq_ + static_cast<int>(i));
       if (!made[i]) {
         throw std::invalid_argument(std::string("Engine::set_drafter_factory: the ") + drafter_kind_name(kind) +
-                                    " factory returned no drafter for slot " + std::to_string(i));
+                                    " factory returned no drafter for slot " + std::to_string(first_seq_ + static_cast<int>(i)));
       }
     }
   }

@@ -20,7 +20,9 @@
 // is caught up before its next proposal by re-feeding the missing rows through the target.
 //
 // Not thread-safe: one thread calls submit/step/take (the GUI's engine thread, the CLI, the
-// server's scheduler). Callbacks run on that thread, inside step().
+// server's scheduler). Callbacks run on that thread, inside step(). Two engines may share one
+// model pair from two threads (the app's chat and its server): each takes its own range of KV
+// sequences and both take turns on one TurnLock (EngineShare).
 #pragma once
 
 #include <atomic>
@@ -36,18 +38,35 @@ namespace specchat {
 
 class Drafter;
 class LlamaModel;
+class TurnLock;
 struct ForwardOut;
+
+// How an Engine shares its models with other engines on other threads (the app's chat and the
+// server started from its Settings, which serve from the chat's loaded models instead of a
+// second copy). The engine uses only KV sequences [first_seq, first_seq + n_seq) of the target's
+// (and the draft's) pool, and holds `turns` during every call that runs the models (submit,
+// step, clear_cache, set_drafter_factory), so engines on other threads with disjoint ranges and
+// the same lock run their steps in turn. Output is unchanged: a sequence's forward depends on
+// its own sequence only. Defaults: every sequence of the pool, no lock (the engine owns the pair).
+struct EngineShare {
+  int first_seq = 0;
+  int n_seq = -1;             // -1: every sequence from first_seq to the end of the pool
+  TurnLock* turns = nullptr;  // must outlive the engine; null: no other engine runs the models
+};
 
 class Engine {
  public:
   using SeqId = int64_t;
-  // Makes the drafter of KV slot `slot` ([0, capacity())); called once per slot.
+  // Makes the drafter of KV slot `slot` (a KV sequence id of the engine's range, EngineShare);
+  // called once per slot.
   using DrafterFactory = std::function<std::unique_ptr<Drafter>(int slot)>;
 
-  // `target` (and `draft`, which may be null) must outlive the engine. Capacity: the target's
-  // n_seq; a draft model needs at least as many sequences (std::invalid_argument otherwise).
-  // The draft's vocabulary must already have been checked (check_draft_vocab).
-  Engine(LlamaModel& target, LlamaModel* draft);
+  // `target` (and `draft`, which may be null) must outlive the engine. Capacity: the sequences
+  // `share` gives it (by default the target's n_seq); the range must lie inside the target's
+  // pool and a draft model's pool must be at least as large as the target's
+  // (std::invalid_argument otherwise). The draft's vocabulary must already have been checked
+  // (check_draft_vocab).
+  Engine(LlamaModel& target, LlamaModel* draft, const EngineShare& share = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -93,7 +112,7 @@ class Engine {
   int draft_cap() const { return draft_cap_; }
 
   // Installs the drafters of `kind` (DrafterKind::block or mtp): make(slot) is called now for
-  // every slot, and a request of that kind uses its slot's drafter (each drafter serves one
+  // every slot (the KV sequence id, in [first_seq, first_seq + capacity())), and a request of that kind uses its slot's drafter (each drafter serves one
   // sequence at a time, so it may keep per-sequence state such as context rows and a KV cache).
   // A null `make` removes them (requests of that kind are then refused). The drafters live as
   // long as the engine or until replaced; make must not return null.
@@ -122,9 +141,13 @@ class Engine {
 
   LlamaModel& target_;
   LlamaModel* draft_;
+  int first_seq_ = 0;           // KV sequence of slots_[0] (EngineShare::first_seq)
+  TurnLock* turns_ = nullptr;   // EngineShare::turns
   int draft_cap_ = -1;
   struct Slot;
-  std::vector<std::unique_ptr<Slot>> slots_;     // [capacity]: per-slot drafters
+  // The slot record of KV sequence `kv_seq` (in the engine's range).
+  Slot& slot_of(int kv_seq) const;
+  std::vector<std::unique_ptr<Slot>> slots_;     // [capacity]: per-slot drafters (slots_[i] = KV seq first_seq_ + i)
   std::vector<std::unique_ptr<Seq>> seqs_;       // active and finished-but-not-taken
   std::vector<int32_t> group_taps_;              // union of a verification group's taps
   SeqId next_id_ = 1;

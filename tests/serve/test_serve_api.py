@@ -3,6 +3,7 @@
 text == non-streamed text, greedy output == `specchat-cli generate`, timings, metrics that agree
 with the requests' timings and that promtool accepts, a client that disconnects mid-stream, and a
 clean SIGTERM stop. Usage: test_serve_api.py PATH/TO/specchat-cli"""
+import json
 import shutil
 import socket
 import subprocess
@@ -179,6 +180,37 @@ def main():
             assert "request chatcmpl-" in log and "draft_n_accepted=" in log
             assert "short story" not in log and "Once upon" not in log, "prompt text in the log without --log-content"
 
+        def body_after_headers_is_not_delayed():
+            # A client that writes the headers and the body of a POST separately, with Nagle's
+            # algorithm on (httpx and so the official `openai` package do), sends the body only
+            # once the headers are ACKed. Linux delays that ACK by at least 40 ms on a keep-alive
+            # connection, so every request took >= 40 ms before the server quick-ACKed the headers.
+            # The first request of a connection is ACKed at once anyway (Linux starts in quick-ACK
+            # mode), so the fastest of the next 4 one-token requests must be well under that floor.
+            body = json.dumps({"prompt": PROMPT, "max_tokens": 1}).encode()
+            head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n").encode()
+            times = []
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+                for _ in range(5):  # the server keeps a connection for 5 requests or more
+                    t0 = time.monotonic()
+                    s.sendall(head)
+                    s.sendall(body)
+                    buf = b""
+                    while b"\r\n\r\n" not in buf:
+                        chunk = s.recv(65536)
+                        assert chunk, "connection closed"
+                        buf += chunk
+                    h, rest = buf.split(b"\r\n\r\n", 1)
+                    assert h.startswith(b"HTTP/1.1 200"), h[:40]
+                    n = int([x for x in h.split(b"\r\n") if x.lower().startswith(b"content-length:")][0].split(b":")[1])
+                    while len(rest) < n:
+                        chunk = s.recv(65536)
+                        assert chunk, "connection closed"
+                        rest += chunk
+                    times.append((time.monotonic() - t0) * 1000)
+            assert min(times[1:]) < 30, f"request times {times} ms: the body waited for a delayed ACK"
+
         checks.run("health and models", health_and_models)
         checks.run("chat: greedy == generate, streamed == non-streamed, baseline == speculative", chat_matches_generate)
         checks.run("completions: greedy == generate, streamed == non-streamed, stop", completion_matches_generate)
@@ -187,6 +219,8 @@ def main():
         checks.run("a non-streamed client that disconnects cancels its sequence", disconnect_non_streamed)
         checks.run("metrics agree with the timings; promtool check metrics", metrics_agree_and_lint)
         checks.run("logs carry counts, not text", logs_hold_no_content)
+        # After the metrics check: its requests are not in timings_seen.
+        checks.run("a body sent after the headers is read at once (no delayed-ACK wait)", body_after_headers_is_not_delayed)
         rc = srv.stop()
         checks.run("SIGTERM stops the server cleanly", lambda: (_ for _ in ()).throw(AssertionError(f"exit {rc}"))
                    if rc != 0 else None)

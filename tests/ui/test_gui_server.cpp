@@ -1,0 +1,226 @@
+// Settings › Server (issue 14 §1): the app serves the models it has loaded over the OpenAI API,
+// sharing them with the chat (one pair: the chat on KV sequence 0, the server on its own
+// sequences, taking turns step by step). Greedy API replies equal the chat's for the same
+// conversation, also while the chat generates; the server stops when switched off; bad settings
+// (another address without a key, a port in use) are refused with the reason, and the chat keeps
+// working.
+#include <catch2/catch.hpp>
+
+#include <httplib.h>
+
+#include <QCheckBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSettings>
+#include <QSpinBox>
+#include <QTemporaryDir>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/ui/gui_model_app.h"
+#include "ui/settings.h"
+#include "ui/settings_dialog.h"
+
+using namespace specchat::ui;
+using specchat::test::ModelApp;
+using specchat::test::wait_until;
+
+namespace {
+
+const QString kStory = QStringLiteral("Tell me a story about a kind dragon.");
+const QString kCat = QStringLiteral("What does the cat like to eat?");
+
+GenerationSettings greedy(int max_tokens) {
+  GenerationSettings s;
+  s.max_tokens = max_tokens;
+  s.sampling.temperature = 0;
+  return s;
+}
+
+// Records the controller's latest server state.
+struct StateSpy {
+  ServerState last;
+  int count = 0;
+  explicit StateSpy(ChatController& c) {
+    QObject::connect(&c, &ChatController::serverStateChanged, &c, [this](const ServerState& s) {
+      last = s;
+      ++count;
+    });
+  }
+  bool waitFor(std::function<bool(const ServerState&)> pred) {
+    return wait_until([&] { return count > 0 && pred(last); }, 60000);
+  }
+};
+
+int port_of(const QString& url) { return url.section(QLatin1Char(':'), -1).section(QLatin1Char('/'), 0, 0).toInt(); }
+
+// One greedy chat completion from the app's server; "" (and a message in `error`) on failure.
+std::string chat_completion(int port, const QString& user, int max_tokens, std::string* error = nullptr) {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(120, 0);
+  const nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", user.toStdString()}}}},
+                               {"max_tokens", max_tokens},
+                               {"temperature", 0}};
+  auto res = cli.Post("/v1/chat/completions", body.dump(), "application/json");
+  if (!res || res->status != 200) {
+    if (error) *error = res ? std::to_string(res->status) + " " + res->body : httplib::to_string(res.error());
+    return "";
+  }
+  return nlohmann::json::parse(res->body)["choices"][0]["message"]["content"].get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("gui server: the app serves its loaded models and API replies equal the chat's, also while it generates",
+          "[gui][model]") {
+  QTemporaryDir dir;
+  ModelApp app(dir.filePath(QStringLiteral("chat.sqlite")), greedy(24));
+  StateSpy spy(app.controller);
+  app.window.setAppSettings(AppSettings{}, dir.filePath(QStringLiteral("settings.ini")));
+  AppSettings s;
+  s.generation = greedy(24);
+  s.server.enabled = true;
+  s.server.port = 0;  // any free port
+  s.server.parallel = 2;
+  app.window.applySettings(s);  // what OK in Settings does
+  REQUIRE(spy.waitFor([](const ServerState& st) { return st.running; }));
+  const int port = port_of(spy.last.url);
+  REQUIRE(port > 0);
+  CHECK(spy.last.url.startsWith(QStringLiteral("http://127.0.0.1:")));
+  CHECK(spy.last.parallel == 2);
+  auto* label = app.window.findChild<QLabel*>(QStringLiteral("serverStatusLabel"));
+  REQUIRE(label);
+  CHECK(label->isVisible());
+  CHECK(label->text().contains(spy.last.url));
+  // The setting is saved with the others.
+  CHECK(load_settings(dir.filePath(QStringLiteral("settings.ini"))).server == s.server);
+
+  {
+    httplib::Client cli("127.0.0.1", port);
+    auto health = cli.Get("/health");
+    REQUIRE(health);
+    CHECK(health->status == 200);
+    auto metrics = cli.Get("/metrics");
+    REQUIRE(metrics);
+    CHECK(metrics->body.find("specchat:") != std::string::npos);
+  }
+
+  // Alone: the server's reply and the chat's to the same first message (greedy) are the same text.
+  std::string error;
+  const std::string api_story = chat_completion(port, kStory, 24, &error);
+  INFO(error);
+  REQUIRE_FALSE(api_story.empty());
+  app.controller.send(kStory);
+  REQUIRE(app.waitIdle());
+  REQUIRE(app.controller.model()->rowCount() == 2);
+  CHECK(app.controller.model()->item(1).text.toStdString() == api_story);
+  app.controller.newConversation();
+  app.controller.setSettings(greedy(64));
+  app.controller.send(kCat);
+  REQUIRE(app.waitIdle());
+  const QString chat_cat = app.controller.model()->item(1).text;
+  REQUIRE_FALSE(chat_cat.isEmpty());
+
+  // Together: two API requests while the chat answers again; each equals its reply alone.
+  app.controller.newConversation();
+  std::string got[2];
+  std::thread clients[2];
+  app.controller.send(kCat);
+  for (int i = 0; i < 2; ++i) clients[i] = std::thread([&, i] { got[i] = chat_completion(port, kStory, 24); });
+  REQUIRE(app.waitIdle());
+  for (auto& t : clients) t.join();
+  CHECK(app.controller.model()->item(1).text == chat_cat);
+  CHECK(got[0] == api_story);
+  CHECK(got[1] == api_story);
+
+  // Off: the port closes; the chat still answers.
+  s.server.enabled = false;
+  app.window.applySettings(s);
+  REQUIRE(spy.waitFor([](const ServerState& st) { return !st.running; }));
+  CHECK(wait_until([&] { return !label->isVisible(); }, 5000));
+  {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_connection_timeout(2, 0);
+    CHECK_FALSE(cli.Get("/health"));
+  }
+  app.controller.newConversation();
+  app.controller.send(kStory);
+  REQUIRE(app.waitIdle());
+  CHECK(app.controller.model()->item(1).text.toStdString() == api_story);
+}
+
+TEST_CASE("gui server: another address without a key, or a port in use, is refused with the reason", "[gui][model]") {
+  qunsetenv("SPECCHAT_API_KEY");
+  {
+    AppSettings current;
+    SettingsDialog d(current);
+    d.findChild<QCheckBox*>(QStringLiteral("serverEnableCheck"))->setChecked(true);
+    d.findChild<QLineEdit*>(QStringLiteral("serverHostEdit"))->setText(QStringLiteral("0.0.0.0"));
+    d.show();
+    d.accept();
+    CHECK(d.isVisible());  // stays open
+    CHECK(d.result() != QDialog::Accepted);
+    const QString why = d.findChild<QLabel*>(QStringLiteral("modelCheckLabel"))->text();
+    CHECK(why.startsWith(QStringLiteral("Server:")));
+    CHECK(why.contains(QStringLiteral("key")));
+    // With a key it is accepted (and the settings carry it).
+    d.findChild<QLineEdit*>(QStringLiteral("serverKeyEdit"))->setText(QStringLiteral("sesame"));
+    d.findChild<QSpinBox*>(QStringLiteral("serverParallelSpin"))->setValue(3);
+    CHECK(d.settings().server.key == QStringLiteral("sesame"));
+    CHECK(d.settings().server.parallel == 3);
+    CHECK(d.settings().server.host == QStringLiteral("0.0.0.0"));
+  }
+
+  QTemporaryDir dir;
+  ModelApp app(dir.filePath(QStringLiteral("chat.sqlite")), greedy(16));
+  StateSpy spy(app.controller);
+  ServerSettings bad;
+  bad.enabled = true;
+  bad.host = QStringLiteral("0.0.0.0");
+  bad.port = 0;
+  app.controller.setServer(bad);  // the worker applies the same rule
+  REQUIRE(spy.waitFor([](const ServerState& st) { return !st.error.isEmpty(); }));
+  CHECK_FALSE(spy.last.running);
+  CHECK(spy.last.error.contains(QStringLiteral("key")));
+
+  httplib::Server taken;
+  const int port = taken.bind_to_any_port("127.0.0.1");
+  REQUIRE(port > 0);
+  ServerSettings busy;
+  busy.enabled = true;
+  busy.port = port;
+  spy.count = 0;
+  app.controller.setServer(busy);
+  REQUIRE(spy.waitFor([](const ServerState& st) { return !st.error.isEmpty() || st.running; }));
+  CHECK_FALSE(spy.last.running);
+  CHECK(spy.last.error.contains(QString::number(port)));
+  // The chat is unaffected.
+  app.controller.send(kStory);
+  REQUIRE(app.waitIdle());
+  CHECK_FALSE(app.controller.model()->item(1).text.isEmpty());
+}
+
+TEST_CASE("gui server: settings round trip and clamping", "[gui]") {
+  QTemporaryDir dir;
+  const QString file = dir.filePath(QStringLiteral("s.ini"));
+  AppSettings s;
+  s.server.enabled = true;
+  s.server.host = QStringLiteral("0.0.0.0");
+  s.server.port = 9099;
+  s.server.key = QStringLiteral("k");
+  s.server.parallel = 4;
+  REQUIRE(save_settings(s, file));
+  CHECK(load_settings(file).server == s.server);
+  {
+    QSettings q(file, QSettings::IniFormat);
+    q.setValue(QStringLiteral("server/port"), 70000);
+    q.setValue(QStringLiteral("server/parallel"), 0);
+    q.setValue(QStringLiteral("server/host"), QStringLiteral("  "));
+  }
+  const ServerSettings got = load_settings(file).server;
+  CHECK(got.port == 65535);
+  CHECK(got.parallel == 1);
+  CHECK(got.host == QStringLiteral("127.0.0.1"));
+  CHECK(AppSettings{}.server.enabled == false);  // off unless the user turns it on
+}

@@ -1,0 +1,60 @@
+#include "ui/local_server.h"
+
+#include <chrono>
+
+#include "app/serve/http_server.h"
+#include "app/serve/log.h"
+#include "app/serve/scheduler.h"
+#include "engine/model_pair.h"
+
+namespace specchat::ui {
+
+LocalServer::LocalServer(const ServerSettings& s, ModelPair& pair, const EngineShare& share, int threads) {
+  cfg_.host = s.host.trimmed().toStdString();
+  cfg_.port = s.port;
+  cfg_.api_key = s.key.toStdString();
+  cfg_.parallel = s.parallel;
+  cfg_.model = pair.target->path();
+  cfg_.draft = pair.draft ? pair.draft->path() : "none";
+  cfg_.threads = threads;
+  // As `serve --draft none`: without a draft model a request drafts only when it names a drafter.
+  if (!pair.draft) cfg_.spec.drafter = DrafterChoice::none;
+  serve::validate_config(cfg_);
+  log_ = std::make_unique<serve::Log>("info", "");
+  scheduler_ = std::make_unique<serve::Scheduler>(pair, cfg_.parallel, cfg_.queue, threads, metrics_, share);
+  metrics_.set_device_memory(pair.target->memory().device_used_bytes);
+  http_ = std::make_unique<serve::ApiServer>(cfg_, pair, *scheduler_, metrics_, *log_);
+  port_ = http_->bind();  // throws when the address cannot be bound; the members clean up
+  scheduler_->start();
+  http_->set_ready(true);
+  listener_ = std::thread([this] {
+    http_->listen();
+    listen_done_ = true;
+  });
+  // stop() only reaches a server that has started listening: wait for it (bounded).
+  for (int i = 0; i < 5000 && !http_->listening() && !listen_done_.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  log_->info("app server listening on " + url() + " target=" + cfg_.model + " draft=" + cfg_.draft +
+             " parallel=" + std::to_string(cfg_.parallel) + " queue=" + std::to_string(cfg_.queue) +
+             " auth=" + (cfg_.api_key.empty() ? "off" : "on") + " (sharing the chat's models)");
+}
+
+LocalServer::~LocalServer() {
+  if (http_) {
+    for (int i = 0; i < 5000 && !http_->listening() && !listen_done_.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    http_->set_ready(false);
+    http_->stop();
+  }
+  if (listener_.joinable()) listener_.join();
+  if (scheduler_) scheduler_->stop();
+  http_.reset();  // before the scheduler, metrics and log it refers to
+  scheduler_.reset();
+  if (log_) log_->info("app server stopped");
+}
+
+std::string LocalServer::url() const { return "http://" + cfg_.host + ":" + std::to_string(port_) + "/v1"; }
+
+}  // namespace specchat::ui
