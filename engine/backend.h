@@ -108,6 +108,8 @@ struct ForwardOut {
   std::span<const float> hidden;  // [n_hidden_layers, n_out, d_model]
 };
 
+struct OpProfile;  // engine/op_profile.h
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -133,6 +135,10 @@ class Backend {
   // drafters running beside the model share it instead of starting a second pool on the same
   // cores (TRAINING-NOTES "thread pools fight").
   virtual std::shared_ptr<cpu::ThreadPool> cpu_pool() const { return nullptr; }
+
+  // Records the time of each operation of later forwards into `p` (op_profile.h; null = stop).
+  // Returns false when this backend cannot profile (device backends: kernels run asynchronously).
+  virtual bool set_profile(OpProfile* /*p*/) { return false; }
 };
 
 // Factories. CUDA copies what it keeps, so `f` must stay alive for the call only; the CPU

@@ -1,5 +1,7 @@
 #include "engine/cpu_backend.h"
 
+#include "engine/op_profile.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -70,8 +72,33 @@ void add_bias(float* x, const float* bias, int rows, int n) {
 }
 }  // namespace
 
+bool CpuBackend::set_profile(OpProfile* p) {
+  prof_ = p;
+  if (!p) return true;
+  const ModelConfig& c = cfg_;
+  const std::string d = std::to_string(c.d_model), q = std::to_string(c.n_head * c.head_dim),
+                    kv = std::to_string(c.n_head_kv * c.head_dim), ff = std::to_string(c.d_ff);
+  const char* names[OpProfile::kCount] = {"embedding rows", "RMSNorm", nullptr, "Q/K/V biases", "RoPE",
+                                          "K/V cache writes", "attention", nullptr, "residual adds", nullptr,
+                                          "SwiGLU", nullptr, "hidden-state copies", nullptr};
+  for (int i = 0; i < OpProfile::kCount; ++i) {
+    if (names[i]) p->ops[static_cast<size_t>(i)].name = names[i];
+  }
+  p->ops[OpProfile::matmul_qkv].name = "matmul Q/K/V " + d + " -> " + q + "+" + kv + "+" + kv;
+  p->ops[OpProfile::matmul_o].name = "matmul O " + q + " -> " + d;
+  p->ops[OpProfile::matmul_gate_up].name = "matmul gate/up " + d + " -> " + ff + "x2";
+  p->ops[OpProfile::matmul_down].name = "matmul down " + ff + " -> " + d;
+  p->ops[OpProfile::matmul_head].name = "matmul LM head " + d + " -> " + std::to_string(c.n_vocab);
+  return true;
+}
+
 ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   const ModelConfig& c = cfg_;
+  OpProfile* const P = prof_;
+  if (P) {
+    ++P->forwards;
+    P->rows += static_cast<long>(b.tokens.size());
+  }
   Scratch& s = s_;
   const int n = static_cast<int>(b.tokens.size());
   const int d = c.d_model, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
@@ -95,6 +122,8 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
       }
     }
   };
+  {
+  const OpTimer t_embed(P, OpProfile::embed);
   for (int i = 0; i < n; ++i) {
     const int64_t off = static_cast<int64_t>(b.tokens[static_cast<size_t>(i)]) * d;
     float* dst = s.x.data() + static_cast<size_t>(i) * d;
@@ -103,34 +132,47 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
                       static_cast<int64_t>(dtype_row_bytes(w_.tok_embd.type, static_cast<uint64_t>(off)));
     cpu::dequantize_row_ref(w_.tok_embd.type, row, dst, d);
   }
+  }
   for (int il = 0; il < c.n_layer; ++il) {
     const Weights::Layer& l = w_.layers[static_cast<size_t>(il)];
-    cpu::rmsnorm(s.x.data(), l.attn_norm, s.xb.data(), n, d, c.norm_eps);
+    {
+      const OpTimer t(P, OpProfile::norm);
+      cpu::rmsnorm(s.x.data(), l.attn_norm, s.xb.data(), n, d, c.norm_eps);
+    }
     {  // Q, K and V in one pool region
+      const OpTimer t(P, OpProfile::matmul_qkv);
       const cpu::LinearJob qkv[3] = {job(s.xb.data(), l.wq, s.q.data(), n), job(s.xb.data(), l.wk, s.k.data(), n),
                                      job(s.xb.data(), l.wv, s.v.data(), n)};
       cpu::linear_multi(qkv, pool_.get());
     }
     if (l.bq) {  // qwen2: Q/K/V biases
+      const OpTimer t(P, OpProfile::bias);
       add_bias(s.q.data(), l.bq, n, nq);
       add_bias(s.k.data(), l.bk, n, nkv);
       add_bias(s.v.data(), l.bv, n, nkv);
     }
     if (l.q_norm) {  // qwen3: RMSNorm over each head of Q and K (in place)
+      const OpTimer t(P, OpProfile::norm);
       cpu::rmsnorm(s.q.data(), l.q_norm, s.q.data(), n * c.n_head, hd, c.norm_eps);
       cpu::rmsnorm(s.k.data(), l.k_norm, s.k.data(), n * c.n_head_kv, hd, c.norm_eps);
     }
-    cpu::rope_with_table(s.q.data(), b.pos.data(), n, c.n_head, hd, rope_, rope_cos_.data(), rope_sin_.data());
-    cpu::rope_with_table(s.k.data(), b.pos.data(), n, c.n_head_kv, hd, rope_, rope_cos_.data(), rope_sin_.data());
+    {
+      const OpTimer t(P, OpProfile::rope);
+      cpu::rope_with_table(s.q.data(), b.pos.data(), n, c.n_head, hd, rope_, rope_cos_.data(), rope_sin_.data());
+      cpu::rope_with_table(s.k.data(), b.pos.data(), n, c.n_head_kv, hd, rope_, rope_cos_.data(), rope_sin_.data());
+    }
     // Per sequence: its rows' K/V into its cache, then attention over its own slots only (all
     // sequences in one parallel region).
     att_parts_.clear();
     for (const SeqSegment& sg : b.segments) {
       KvCache& kv = *sg.kv;
-      for (int i = 0; i < sg.n_rows; ++i) {
-        const size_t r = static_cast<size_t>(sg.row0 + i);
-        std::copy_n(s.k.data() + r * nkv, nkv, kv.k(il, sg.kv_pos0 + i));
-        std::copy_n(s.v.data() + r * nkv, nkv, kv.v(il, sg.kv_pos0 + i));
+      {
+        const OpTimer t(P, OpProfile::kv_write);
+        for (int i = 0; i < sg.n_rows; ++i) {
+          const size_t r = static_cast<size_t>(sg.row0 + i);
+          std::copy_n(s.k.data() + r * nkv, nkv, kv.k(il, sg.kv_pos0 + i));
+          std::copy_n(s.v.data() + r * nkv, nkv, kv.v(il, sg.kv_pos0 + i));
+        }
       }
       cpu::AttentionArgs a{};
       a.q = s.q.data() + static_cast<size_t>(sg.row0) * nq;
@@ -148,29 +190,60 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
       a.scratch = s.att_scores.data();
       att_parts_.push_back(a);
     }
-    cpu::attention_multi(att_parts_.data(), static_cast<int>(att_parts_.size()), pool_.get());
-    mm(s.att.data(), l.wo, s.xb.data(), n);
-    cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);
-    cpu::rmsnorm(s.x.data(), l.ffn_norm, s.xb.data(), n, d, c.norm_eps);
+    {
+      const OpTimer t(P, OpProfile::attention);
+      cpu::attention_multi(att_parts_.data(), static_cast<int>(att_parts_.size()), pool_.get());
+    }
+    {
+      const OpTimer t(P, OpProfile::matmul_o);
+      mm(s.att.data(), l.wo, s.xb.data(), n);
+    }
+    {
+      const OpTimer t(P, OpProfile::residual);
+      cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);
+    }
+    {
+      const OpTimer t(P, OpProfile::norm);
+      cpu::rmsnorm(s.x.data(), l.ffn_norm, s.xb.data(), n, d, c.norm_eps);
+    }
     {  // gate and up in one pool region
+      const OpTimer t(P, OpProfile::matmul_gate_up);
       const cpu::LinearJob gu[2] = {job(s.xb.data(), l.w_gate, s.gate.data(), n), job(s.xb.data(), l.w_up, s.up.data(), n)};
       cpu::linear_multi(gu, pool_.get());
     }
-    cpu::swiglu(s.gate.data(), s.up.data(), s.gate.data(), static_cast<int64_t>(n) * c.d_ff);
-    mm(s.gate.data(), l.w_down, s.xb.data(), n);
-    cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);
-    if (n_hidden > 0) save_hidden(il);
+    {
+      const OpTimer t(P, OpProfile::swiglu);
+      cpu::swiglu(s.gate.data(), s.up.data(), s.gate.data(), static_cast<int64_t>(n) * c.d_ff);
+    }
+    {
+      const OpTimer t(P, OpProfile::matmul_down);
+      mm(s.gate.data(), l.w_down, s.xb.data(), n);
+    }
+    {
+      const OpTimer t(P, OpProfile::residual);
+      cpu::add_inplace(s.x.data(), s.xb.data(), static_cast<int64_t>(n) * d);
+    }
+    if (n_hidden > 0) {
+      const OpTimer t(P, OpProfile::hidden_copy);
+      save_hidden(il);
+    }
   }
   // Final norm and output projection only for the requested rows.
-  for (int j = 0; j < n_out; ++j) {
-    cpu::rmsnorm(s.x.data() + static_cast<size_t>(b.out_rows[static_cast<size_t>(j)]) * d, w_.output_norm,
-                 s.xb.data() + static_cast<size_t>(j) * d, 1, d, c.norm_eps);
+  {
+    const OpTimer t(P, OpProfile::norm);
+    for (int j = 0; j < n_out; ++j) {
+      cpu::rmsnorm(s.x.data() + static_cast<size_t>(b.out_rows[static_cast<size_t>(j)]) * d, w_.output_norm,
+                   s.xb.data() + static_cast<size_t>(j) * d, 1, d, c.norm_eps);
+    }
   }
   for (int h = 0; h < n_hidden; ++h) {
     if (b.hidden_layers[static_cast<size_t>(h)] != kHiddenFinalNorm) continue;
     std::copy_n(s.xb.data(), static_cast<size_t>(n_out) * d, s.hidden.data() + static_cast<size_t>(h) * n_out * d);
   }
-  if (n_out > 0) mm(s.xb.data(), w_.output, s.logits.data(), n_out);
+  if (n_out > 0) {
+    const OpTimer t(P, OpProfile::matmul_head);
+    mm(s.xb.data(), w_.output, s.logits.data(), n_out);
+  }
   ForwardOut out;
   out.logits = {s.logits.data(), static_cast<size_t>(n_out) * c.n_vocab};
   out.hidden = {s.hidden.data(), static_cast<size_t>(n_hidden) * n_out * d};

@@ -64,6 +64,8 @@ class CpuBackend final : public Backend {
   MemoryInfo memory() const override;
   std::string device_name() const override { return "CPU"; }
   std::shared_ptr<cpu::ThreadPool> cpu_pool() const override { return pool_; }
+  // Names the profile's matmul entries with this model's shapes.
+  bool set_profile(OpProfile* p) override;
 
  private:
   // Activations for the largest batch, allocated once (no allocation in the decode loop).
@@ -75,6 +77,7 @@ class CpuBackend final : public Backend {
   Weights w_;
   Scratch s_;
   std::shared_ptr<cpu::ThreadPool> pool_;
+  OpProfile* prof_ = nullptr;  // set_profile
   std::vector<cpu::AttentionArgs> att_parts_;  // [n_seq] reserved at load
   cpu::RopeParams rope_;                       // the model's rotary embedding (its factors in w_)
   std::vector<float> rope_cos_, rope_sin_;     // [n_ctx, n_rot / 2] rotation table

@@ -53,6 +53,11 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
                  "the local engine; the configurations become our server's request parameters");
   cmd.add_option("--api-key", o.common.api_key, "the endpoint's API key (default: $SPECCHAT_API_KEY)");
   cmd.add_option("--remote-model", o.common.model_name, "the model name sent to the endpoint");
+  cmd.add_flag("--profile", o.profile,
+               "time split per operation (matmul by shape, attention, norms, sampling, overhead) of decode and of "
+               "verification; --max-prompts prompts (at most 12), -n tokens each");
+  cmd.add_option("--profile-k", o.profile_k, "with --profile: the draft-model chain whose verification is profiled")
+      ->check(CLI::Range(1, 64));
   cmd.add_flag("--verify-cost", o.verify_cost,
                "time target forwards of 1..64 rows (verification batches) against one row; --max-prompts = repetitions");
 }
@@ -94,6 +99,7 @@ int cmd_bench(BenchOptions& o) {
   if (o.concurrency_list.size() > 1) throw std::runtime_error("several --concurrency levels need --suite");
   if (!o.concurrency_list.empty()) o.concurrency = o.concurrency_list.front();
   if (o.verify_cost) return cmd_bench_verify(o);
+  if (o.profile) return cmd_bench_profile(o);
   if (o.concurrency > 0) return cmd_bench_concurrency(o);
   CommonOptions& c = o.common;
   PairOptions po;

@@ -20,6 +20,8 @@ struct BenchOptions {
   std::string out;                    // optional JSON report path
   int concurrency = 0;                // > 0: aggregate tokens/s of this many sequences at once vs 1
   bool verify_cost = false;           // time k-row target forwards against one row instead
+  bool profile = false;               // time split per operation of decode and verification instead
+  int profile_k = 3;                  // --profile: the draft-model chain whose verification is profiled
   // Suite mode (--suite; issue 15, bench_suite.cpp):
   std::string suite;                  // suite file, or "qualitative" / "throughput" (resources/bench)
   std::vector<int> concurrency_list;  // --concurrency 1,2,4,8 (without --suite: one value, as above)
@@ -85,5 +87,14 @@ int cmd_bench_concurrency(BenchOptions& o);
 // (all returning logits, as verification does), round robin over k for max(3, --max-prompts)
 // repetitions, printed as ms and as the ratio to one row. Returns 0.
 int cmd_bench_verify(BenchOptions& o);
+
+// `bench --profile` (issue 10 §5): the bundled pair (or --model/--draft) decodes the first
+// min(--max-prompts, 12) held-out prompts, cold, once as plain decoding (one target row per step)
+// and once verifying a draft-model chain of --profile-k; prefill is not counted. Prints per mode
+// the time of each target operation (matmul by shape, attention, norms, RoPE, K/V writes, ...),
+// the forward glue, the draft model, sampling and acceptance and the engine's overhead, as ms and
+// as a share of decoding time (`--out` also writes them as JSON). std::runtime_error on a backend
+// that cannot be profiled (CUDA). Returns 0.
+int cmd_bench_profile(BenchOptions& o);
 
 }  // namespace specchat::cli

@@ -1,0 +1,55 @@
+// `specchat-cli bench --profile` (issue 10 §5): the time split per operation of decode and of
+// verification, printed and written as JSON.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "engine/cli_runner.h"
+#include "engine/model_fixture.h"
+
+using namespace specchat;
+
+TEST_CASE("bench --profile: per-operation times of decode and verification add up to the decoding time",
+          "[model][bench]") {
+  REQUIRE(test::bundled_models_present());
+  const std::string out = (std::filesystem::temp_directory_path() / "specchat_bench_profile.json").string();
+  std::filesystem::remove(out);
+  const auto r = test::run_cli({"bench", "--profile", "--max-prompts", "2", "-n", "16", "--profile-k", "3",
+                                "--threads", "2", "--out", out});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("matmul gate/up 320 -> 864x2") != std::string::npos);
+  CHECK(r.out.find("sampling and acceptance") != std::string::npos);
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  REQUIRE(j["modes"].size() == 2);
+  for (const auto& m : j["modes"]) {
+    INFO(m["mode"].get<std::string>());
+    CHECK(m["tokens"].get<int>() == 32);  // 2 prompts x 16 tokens, prefill not counted
+    std::map<std::string, const nlohmann::json*> ops;
+    double share = 0;
+    for (const auto& op : m["ops"]) {
+      ops[op["op"].get<std::string>()] = &op;
+      CHECK(op["ms"].get<double>() >= 0);
+      share += op["share"].get<double>();
+    }
+    // Every part is a slice of the decoding time: together they make it up (clamped remainders
+    // may add a little).
+    CHECK(share == Approx(1.0).margin(0.05));
+    const long forwards = m["target_forwards"].get<long>();
+    CHECK(forwards == m["steps"].get<long>());  // one target forward per step
+    // One attention and one Q/K/V matmul per layer (6) per forward, one LM head per forward.
+    REQUIRE(ops.count("target: attention"));
+    CHECK((*ops["target: attention"])["calls"].get<long>() == 6 * forwards);
+    REQUIRE(ops.count("target: matmul LM head 320 -> 4096"));
+    CHECK((*ops["target: matmul LM head 320 -> 4096"])["calls"].get<long>() == forwards);
+  }
+  const auto& decode = j["modes"][0];
+  const auto& verify = j["modes"][1];
+  CHECK(decode["target_rows"].get<long>() == decode["target_forwards"].get<long>());  // 1 row per step
+  CHECK(verify["target_rows"].get<long>() == 4 * verify["target_forwards"].get<long>());  // 1 + k=3 rows
+  CHECK(verify["drafted"].get<long>() > 0);
+}
