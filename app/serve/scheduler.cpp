@@ -194,6 +194,14 @@ void Scheduler::loop() {
       }
       fail(j, ApiError{503, "the request timed out waiting in the queue", "server_error", "", "timeout"}, "timeout");
     }
+    // The draft cap of the batch these admissions form, set before their prefill: a request
+    // admitted into a batch that will not draft skips the draft model's prefill (Engine::submit).
+    // Without this a burst was admitted under the idle server's "no cap" and every request
+    // prefilled the draft model for nothing. cap() is idempotent for the same count, so the
+    // step below keeps this level.
+    if (!admitted.empty()) {
+      engine_->set_draft_cap(draft_policy_.cap(static_cast<int>(running_.size() + admitted.size())));
+    }
     for (auto& j : admitted) admit(j);
     update_gauges();
     if (running_.empty()) continue;
