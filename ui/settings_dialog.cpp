@@ -69,7 +69,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
       remote_url_(new QLineEdit(current.engine.url)),
       remote_key_(new QLineEdit(current.engine.key)),
       remote_model_(new QLineEdit(current.engine.model)),
-      server_enabled_(new QCheckBox(tr("Serve the loaded models over an OpenAI-compatible API"))),
+      server_enabled_(new QCheckBox(tr("Serve these models (OpenAI API)"))),
       server_host_(new QLineEdit(current.server.host)),
       server_port_(spin("serverPortSpin", 0, 65535, current.server.port)),
       server_key_(new QLineEdit(current.server.key)),
@@ -77,6 +77,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
       check_(new QLabel) {
   setObjectName(QStringLiteral("settingsDialog"));
   setWindowTitle(tr("Settings"));
+  setMinimumWidth(640);  // Engine and Server share a row: room for their fields' hints
   target_->setObjectName(QStringLiteral("targetPathEdit"));
   draft_->setObjectName(QStringLiteral("draftPathEdit"));
   target_->setPlaceholderText(tr("bundled model"));

@@ -13,9 +13,11 @@
 #include <QLineEdit>
 #include <QSettings>
 #include <QSpinBox>
+#include <QElapsedTimer>
 #include <QTemporaryDir>
 
 #include <nlohmann/json.hpp>
+#include <atomic>
 #include <thread>
 
 #include "tests/ui/gui_model_app.h"
@@ -223,4 +225,53 @@ TEST_CASE("gui server: settings round trip and clamping", "[gui]") {
   CHECK(got.parallel == 1);
   CHECK(got.host == QStringLiteral("127.0.0.1"));
   CHECK(AppSettings{}.server.enabled == false);  // off unless the user turns it on
+}
+
+TEST_CASE("gui server: closing the app while the server streams a long reply neither hangs nor crashes", "[gui][model]") {
+  QTemporaryDir dir;
+  int port = 0;
+  std::atomic<bool> client_done{false};
+  std::string client_error;
+  std::thread client;
+  QElapsedTimer closing;
+  {
+    ModelApp app(dir.filePath(QStringLiteral("chat.sqlite")), greedy(16));
+    StateSpy spy(app.controller);
+    ServerSettings s;
+    s.enabled = true;
+    s.port = 0;
+    app.controller.setServer(s);
+    REQUIRE(spy.waitFor([](const ServerState& st) { return st.running; }));
+    port = port_of(spy.last.url);
+    std::atomic<int> pieces{0};
+    client = std::thread([&] {
+      httplib::Client cli("127.0.0.1", port);
+      cli.set_read_timeout(60, 0);
+      const nlohmann::json body = {{"prompt", "Once upon a time"}, {"max_tokens", 900}, {"stream", true},
+                                   {"temperature", 0.8}, {"seed", 7}};
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.body = body.dump();
+      req.set_header("Content-Type", "application/json");
+      req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+        ++pieces;
+        return true;
+      };
+      auto res = cli.send(req);
+      if (!res) client_error = httplib::to_string(res.error());
+      client_done = true;
+    });
+    REQUIRE(wait_until([&] { return pieces.load() > 2 || client_done.load(); }, 30000));
+    REQUIRE_FALSE(client_done.load());  // the stream is running as the window closes
+    app.controller.send(kStory);        // and the chat is generating too
+    closing.start();
+  }  // ~ModelApp: the engine thread, the server and the models go
+  const qint64 ms = closing.elapsed();
+  CHECK(ms < 20000);
+  REQUIRE(wait_until([&] { return client_done.load(); }, 30000));  // the client is not left hanging
+  client.join();
+  httplib::Client after("127.0.0.1", port);
+  after.set_connection_timeout(2, 0);
+  CHECK_FALSE(after.Get("/health"));  // the port is free again
 }
