@@ -4,9 +4,11 @@
 #include <sys/socket.h>
 
 #include "app/serve/client_socket.h"
+#include "app/serve/connection_pool.h"
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace specchat::serve {
@@ -52,9 +54,12 @@ ApiServer::ApiServer(const ServeConfig& c, ModelPair& pair, Scheduler& scheduler
   max_input_ = c.max_input_tokens > 0 ? std::min(c.max_input_tokens, n_ctx - 1) : n_ctx - 1;
   max_output_ = c.max_output_tokens > 0 ? c.max_output_tokens : n_ctx;
   // One HTTP thread per request that may wait (active + queued) plus spares for refusals,
-  // health checks and metrics scrapes, so a full queue is answered with 503 at once.
+  // health checks and metrics scrapes, so a full queue is answered with 503 at once; more on
+  // demand (up to 4x, at least 256) so that slow clients holding threads cannot starve the
+  // rest (ConnectionPool).
   const size_t threads = static_cast<size_t>(c.parallel + c.queue + 8);
-  svr_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const size_t most = std::max<size_t>(256, 4 * threads);
+  svr_->new_task_queue = [threads, most] { return new ConnectionPool(threads, most); };
   svr_->set_payload_max_length(c.max_body_bytes);
   const auto rt = std::chrono::duration<double>(c.read_timeout_s);
   svr_->set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(rt));

@@ -192,6 +192,50 @@ def main():
             m = c.get("/metrics").text
             assert 'specchat:requests_total{outcome="invalid"}' in m
 
+        def slow_headers_do_not_starve():
+            # 40 clients that send their request headers a byte every 0.5 s (each byte within the
+            # 1 s read timeout, so none is dropped) held all 26 connection threads of a fixed
+            # pool: /health and real requests got no answer while they kept going (fresh-user
+            # check). The pool now grows past them.
+            stop = threading.Event()
+            socks = []
+
+            def dribble(sock):
+                data = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+                for b in data:
+                    if stop.is_set():
+                        return
+                    try:
+                        sock.sendall(bytes([b]))
+                    except OSError:
+                        return
+                    stop.wait(0.5)
+
+            threads = []
+            try:
+                for _ in range(40):
+                    sk = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                    socks.append(sk)
+                    t = threading.Thread(target=dribble, args=(sk,), daemon=True)
+                    t.start()
+                    threads.append(t)
+                time.sleep(1.5)  # every slow connection has been accepted and holds its thread
+                for _ in range(3):
+                    t0 = time.monotonic()
+                    r = httpx.get(srv.url + "/health", timeout=10)
+                    assert r.status_code == 200, r.status_code
+                    assert time.monotonic() - t0 < 3, f"/health took {time.monotonic() - t0:.1f} s"
+                r = httpx.post(srv.url + "/v1/completions", json={"prompt": "Once upon a time", "max_tokens": 4},
+                               timeout=10)
+                assert r.status_code == 200, r.text
+            finally:
+                stop.set()
+                for sk in socks:
+                    sk.close()
+                for t in threads:
+                    t.join(timeout=5)
+
+        checks.run("40 clients sending their headers slowly do not starve /health or requests", slow_headers_do_not_starve)
         checks.run(f"{TOTAL} malformed requests each get a 4xx JSON error", malformed)
         checks.run("a normal request still works", still_works)
     checks.finish()
