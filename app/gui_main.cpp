@@ -6,10 +6,15 @@
 #include <QCommandLineOption>
 #include <QCommandLineParser>
 #include <QFileInfo>
+#include <QSocketNotifier>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <optional>
+
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "engine/model_pair.h"
 #include "storage/conversation_store.h"
@@ -21,6 +26,35 @@
 #include "ui/settings.h"
 
 namespace {
+
+// SIGTERM, SIGINT and SIGHUP quit the app the way closing its window does (the engine thread,
+// the app's server and the database close in order; "app server stopped" is logged), instead of
+// the default action killing it mid-stream. The handler only writes a byte to a socket pair
+// (async-signal-safe); a QSocketNotifier on the other end quits the event loop.
+int g_quit_fds[2] = {-1, -1};
+
+extern "C" void on_quit_signal(int) {
+  const char c = 1;
+  if (g_quit_fds[1] >= 0) (void)!::write(g_quit_fds[1], &c, 1);
+}
+
+// Installs the handlers; the notifier lives as long as the application. False when the socket
+// pair cannot be made (the default actions then stay).
+bool quit_on_signals(QApplication& app) {
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, g_quit_fds) != 0) return false;
+  auto* notifier = new QSocketNotifier(g_quit_fds[0], QSocketNotifier::Read, &app);
+  QObject::connect(notifier, &QSocketNotifier::activated, &app, [notifier] {
+    char c = 0;
+    (void)!::read(g_quit_fds[0], &c, 1);
+    notifier->setEnabled(false);
+    QCoreApplication::quit();
+  });
+  struct sigaction sa {};
+  sa.sa_handler = on_quit_signal;
+  sigemptyset(&sa.sa_mask);
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+  return true;
+}
 
 struct Options {
   specchat::ui::AppSettings app;  // saved settings with the command line's overrides applied
@@ -192,6 +226,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Options& opt = *parsed;
+  quit_on_signals(app);
 
   specchat::ui::apply_theme(opt.app.theme);
   specchat::ui::EngineHost engine;

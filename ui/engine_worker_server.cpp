@@ -3,6 +3,8 @@
 #include "ui/engine_worker.h"
 #include "ui/local_server.h"
 
+#include <cstdio>
+
 namespace specchat::ui {
 
 int EngineWorker::sequencesWanted() const { return 1 + (server_settings_.enabled ? server_settings_.parallel : 0); }
@@ -44,6 +46,9 @@ void EngineWorker::startServer() {
   } catch (const std::exception& e) {
     server_.reset();
     st.error = QString::fromStdString(e.what());
+    // Also where a headless run (and a user reading the terminal) sees it, as the started
+    // server's "listening" line is.
+    std::fprintf(stderr, "app server not started: %s\n", e.what());
   }
   Q_EMIT serverStateChanged(st);
 }

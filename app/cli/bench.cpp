@@ -81,10 +81,18 @@ struct Totals {
 std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::string& path, int max_prompts) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open prompts file " + path);
-  const json j = json::parse(in);
   std::vector<std::pair<std::string, std::string>> text, chat, out;
-  for (const auto& p : j.at("prompts")) {
-    (p.at("kind") == "chat" ? chat : text).emplace_back(p.at("kind").get<std::string>(), p.at("text").get<std::string>());
+  try {
+    const json j = json::parse(in);
+    for (const auto& p : j.at("prompts")) {
+      const std::string kind = p.at("kind").get<std::string>();
+      if (kind != "chat" && kind != "text") throw std::runtime_error("a prompt's kind is \"" + kind + "\" (text or chat)");
+      (kind == "chat" ? chat : text).emplace_back(kind, p.at("text").get<std::string>());
+    }
+  } catch (const std::exception& e) {
+    // The JSON library's messages name neither the file nor the expected layout.
+    throw std::runtime_error("prompts file " + path + ": " + e.what() +
+                             " (expected {\"prompts\": [{\"kind\": \"text\" or \"chat\", \"text\": \"...\"}, ...]})");
   }
   for (size_t i = 0; static_cast<int>(out.size()) < max_prompts && (i < text.size() || i < chat.size()); ++i) {
     if (i < text.size()) out.push_back(text[i]);
@@ -94,10 +102,16 @@ std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::s
 }
 
 int cmd_bench(BenchOptions& o) {
+  if (!o.suite.empty() && (o.profile || o.verify_cost)) {
+    throw std::runtime_error("--suite cannot be combined with --profile or --verify-cost");
+  }
   if (!o.suite.empty()) return cmd_bench_suite(o);
   if (!o.common.endpoint.empty()) throw std::runtime_error("bench --endpoint needs --suite (the SPEED-Bench-style sweep)");
   if (o.concurrency_list.size() > 1) throw std::runtime_error("several --concurrency levels need --suite");
   if (!o.concurrency_list.empty()) o.concurrency = o.concurrency_list.front();
+  if (o.profile && (o.verify_cost || o.concurrency > 0)) {
+    throw std::runtime_error("bench --profile cannot be combined with --verify-cost or --concurrency");
+  }
   if (o.verify_cost) return cmd_bench_verify(o);
   if (o.profile) return cmd_bench_profile(o);
   if (o.concurrency > 0) return cmd_bench_concurrency(o);

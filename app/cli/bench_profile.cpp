@@ -11,6 +11,7 @@
 #include "engine/op_profile.h"
 #include "engine/runtime/engine.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace specchat::cli {
 
@@ -45,7 +46,7 @@ json print_mode(const ModeProfile& m) {
               m.target.forwards ? static_cast<double>(m.target.rows) / static_cast<double>(m.target.forwards) : 0.0,
               s.n_steps ? static_cast<double>(s.n_generated) / s.n_steps : 0.0, total,
               total > 0 ? s.n_generated * 1000.0 / total : 0.0);
-  std::printf("  %-40s %10s %7s %8s %10s\n", "operation", "ms", "%", "calls", "us/call");
+  std::printf("  %-46s %10s %7s %8s %10s\n", "operation", "ms", "%", "calls", "us/call");
   std::vector<const OpProfile::Entry*> rows;
   for (const OpProfile::Entry& e : m.target.ops) {
     if (e.calls > 0) rows.push_back(&e);
@@ -58,9 +59,9 @@ json print_mode(const ModeProfile& m) {
   auto line = [&](const std::string& name, double ms, long calls) {
     const double pct = total > 0 ? 100.0 * ms / total : 0.0;
     if (calls > 0) {
-      std::printf("  %-40s %10.2f %6.1f%% %8ld %10.2f\n", name.c_str(), ms, pct, calls, 1000.0 * ms / calls);
+      std::printf("  %-46s %10.2f %6.1f%% %8ld %10.2f\n", name.c_str(), ms, pct, calls, 1000.0 * ms / calls);
     } else {
-      std::printf("  %-40s %10.2f %6.1f%%\n", name.c_str(), ms, pct);
+      std::printf("  %-46s %10.2f %6.1f%%\n", name.c_str(), ms, pct);
     }
     jo.push_back({{"op", name}, {"ms", ms}, {"share", total > 0 ? ms / total : 0.0}, {"calls", calls}});
   };
@@ -121,10 +122,12 @@ int cmd_bench_profile(BenchOptions& o) {
       }
     }
   }
-  std::printf("target %s, draft %s; kernel %s; %zu prompts, -n %d, %d threads (0 = all cores); times are wall ms "
-              "of the engine thread, %% of decoding time\n",
+  const auto pool = pair.target->cpu_pool();
+  std::printf("target %s, draft %s; kernel %s; %zu prompts, -n %d, %d threads; times are wall ms of the engine "
+              "thread, %% of decoding time\n",
               pair.target->path().c_str(), pair.draft ? pair.draft->path().c_str() : "none", cpu::linear_isa(),
-              prompts.size(), c.n, c.threads);
+              prompts.size(), c.n, pool ? pool->n_threads() : 1);
+  if (!pair.draft) std::printf("no draft model (--draft none or ngram): verification of a draft chain is not profiled\n");
   json out = json::array();
   for (const ModeProfile& m : modes) out.push_back(print_mode(m));
   if (!o.out.empty()) {

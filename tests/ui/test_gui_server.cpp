@@ -11,12 +11,15 @@
 #include <QCheckBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QProcess>
 #include <QSettings>
 #include <QSpinBox>
 #include <QElapsedTimer>
 #include <QTemporaryDir>
 
 #include <nlohmann/json.hpp>
+#include <signal.h>
+
 #include <atomic>
 #include <thread>
 
@@ -274,4 +277,44 @@ TEST_CASE("gui server: closing the app while the server streams a long reply nei
   httplib::Client after("127.0.0.1", port);
   after.set_connection_timeout(2, 0);
   CHECK_FALSE(after.Get("/health"));  // the port is free again
+}
+
+TEST_CASE("gui server: SIGTERM and SIGINT close the app cleanly, stopping its server", "[gui][model]") {
+#ifndef SPECCHAT_GUI_PATH
+  WARN("SKIPPED: the specchat app is not built in this configuration");
+#else
+  // Regression: the default action of SIGTERM killed the app (exit status 143): the server's
+  // streams were cut off without their end and nothing was logged (fresh-user check).
+  for (const int sig : {SIGTERM, SIGINT}) {
+    QTemporaryDir dir;
+    {
+      QSettings q(dir.filePath(QStringLiteral("settings.ini")), QSettings::IniFormat);
+      q.setValue(QStringLiteral("server/enabled"), true);
+      q.setValue(QStringLiteral("server/port"), 0);
+    }
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    p.setProcessEnvironment(env);
+    p.start(QStringLiteral(SPECCHAT_GUI_PATH),
+            {QStringLiteral("--settings"), dir.filePath(QStringLiteral("settings.ini")), QStringLiteral("--db"),
+             dir.filePath(QStringLiteral("chat.sqlite"))});
+    QString err;
+    REQUIRE(wait_until(
+        [&] {
+          err += QString::fromUtf8(p.readAllStandardError());
+          return err.contains(QStringLiteral("app server listening")) || p.state() == QProcess::NotRunning;
+        },
+        60000));
+    INFO("stderr: " << err.toStdString());
+    REQUIRE(p.state() == QProcess::Running);
+    ::kill(static_cast<pid_t>(p.processId()), sig);
+    REQUIRE(p.waitForFinished(20000));
+    err += QString::fromUtf8(p.readAllStandardError());
+    INFO("stderr after the signal: " << err.toStdString());
+    CHECK(p.exitStatus() == QProcess::NormalExit);
+    CHECK(p.exitCode() == 0);
+    CHECK(err.contains(QStringLiteral("app server stopped")));
+  }
+#endif
 }

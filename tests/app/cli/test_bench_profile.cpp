@@ -53,3 +53,32 @@ TEST_CASE("bench --profile: per-operation times of decode and verification add u
   CHECK(verify["target_rows"].get<long>() == 4 * verify["target_forwards"].get<long>());  // 1 + k=3 rows
   CHECK(verify["drafted"].get<long>() > 0);
 }
+
+TEST_CASE("bench --profile: a bad prompts file is named in the error; combinations that would be ignored are refused",
+          "[model][bench]") {
+  REQUIRE(test::bundled_models_present());
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string bad = (dir / "specchat_bad_prompts.json").string();
+  for (const std::string& content :
+       {std::string("[]"), std::string("{\"prompts\": [{\"text\": \"x\"}]}"),
+        std::string("{\"prompts\": [{\"kind\": \"weird\", \"text\": \"x\"}]}"),
+        std::string("{\"prompts\": [{\"kind\": \"text\", \"text\": 3}]}")}) {
+    {
+      std::ofstream f(bad);
+      f << content;
+    }
+    const auto r = test::run_cli({"bench", "--profile", "--prompts", bad, "-n", "2"});
+    INFO(content << "\n" << r.describe());
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("prompts file " + bad) != std::string::npos);
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"bench", "--profile", "--verify-cost"},
+        std::vector<std::string>{"bench", "--profile", "--concurrency", "4"},
+        std::vector<std::string>{"bench", "--profile", "--suite", "qualitative"}}) {
+    const auto r = test::run_cli(args);
+    INFO(r.describe());
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("cannot be combined") != std::string::npos);
+  }
+}
