@@ -78,7 +78,7 @@ TEST_CASE("connection pool: a health check is served while the base threads are 
   CHECK(g.finished.load() == 30);
 }
 
-TEST_CASE("connection pool: extra threads retire when idle; shutdown runs what is queued", "[serve]") {
+TEST_CASE("connection pool: extra threads retire when idle, and shutdown runs what is queued", "[serve]") {
   ConnectionPool pool(1, 4, 30ms);
   Gate g;
   for (int i = 0; i < 4; ++i) pool.enqueue(g.task());

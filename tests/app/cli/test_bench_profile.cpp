@@ -54,7 +54,7 @@ TEST_CASE("bench --profile: per-operation times of decode and verification add u
   CHECK(verify["drafted"].get<long>() > 0);
 }
 
-TEST_CASE("bench --profile: a bad prompts file is named in the error; combinations that would be ignored are refused",
+TEST_CASE("bench --profile: a bad prompts file is named in the error, and combinations that would be ignored are refused",
           "[model][bench]") {
   REQUIRE(test::bundled_models_present());
   const auto dir = std::filesystem::temp_directory_path();
