@@ -9,17 +9,36 @@
 
 namespace specchat::ui {
 
+namespace {
+serve::ServeConfig config_of(const ServerSettings& s) {
+  serve::ServeConfig c;
+  c.host = s.host.trimmed().toStdString();
+  c.port = s.port;
+  c.api_key = s.key.toStdString();
+  c.parallel = s.parallel;
+  return c;
+}
+}  // namespace
+
+void check_server_settings(const ServerSettings& s) {
+  const serve::ServeConfig c = config_of(s);
+  if (!serve::is_loopback_host(c.host) && c.api_key.empty()) {
+    // The CLI's wording names --api-key, which the app does not have.
+    throw serve::ConfigError("refusing to listen on " + c.host +
+                             " without an API key: set one in Settings \u203a Server or in SPECCHAT_API_KEY, or use "
+                             "127.0.0.1");
+  }
+  serve::validate_config(c);
+}
+
 LocalServer::LocalServer(const ServerSettings& s, ModelPair& pair, const EngineShare& share, int threads) {
-  cfg_.host = s.host.trimmed().toStdString();
-  cfg_.port = s.port;
-  cfg_.api_key = s.key.toStdString();
-  cfg_.parallel = s.parallel;
+  check_server_settings(s);
+  cfg_ = config_of(s);
   cfg_.model = pair.target->path();
   cfg_.draft = pair.draft ? pair.draft->path() : "none";
   cfg_.threads = threads;
   // As `serve --draft none`: without a draft model a request drafts only when it names a drafter.
   if (!pair.draft) cfg_.spec.drafter = DrafterChoice::none;
-  serve::validate_config(cfg_);
   log_ = std::make_unique<serve::Log>("info", "");
   scheduler_ = std::make_unique<serve::Scheduler>(pair, cfg_.parallel, cfg_.queue, threads, metrics_, share);
   metrics_.set_device_memory(pair.target->memory().device_used_bytes);

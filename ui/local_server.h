@@ -30,6 +30,11 @@ class Scheduler;
 
 namespace specchat::ui {
 
+// Checks `s` (and the key it would use) by the server's rules, worded for the app: throws
+// serve::ConfigError naming the problem (another address than loopback without a key: "set one
+// in Settings › Server or SPECCHAT_API_KEY"; a port or parallel out of range).
+void check_server_settings(const ServerSettings& s);
+
 class LocalServer {
  public:
   // Serves `pair` on s.host:s.port with `s.parallel` requests at once on the KV sequences of

@@ -17,7 +17,7 @@
 #include <limits>
 
 #include "app/remote/openai_client.h"
-#include "app/serve/config.h"
+#include "ui/local_server.h"
 #include "ui/model_check.h"
 
 namespace specchat::ui {
@@ -320,13 +320,10 @@ void SettingsDialog::accept() {
   }
   if (s.server.enabled) {
     // The server's own rules (a non-loopback address needs a key), checked before anything starts.
-    serve::ServeConfig c;
-    c.host = s.server.host.toStdString();
-    c.port = s.server.port;
-    c.parallel = s.server.parallel;
-    c.api_key = (s.server.key.isEmpty() ? qEnvironmentVariable("SPECCHAT_API_KEY") : s.server.key).toStdString();
+    ServerSettings checked = s.server;
+    if (checked.key.isEmpty()) checked.key = qEnvironmentVariable("SPECCHAT_API_KEY");
     try {
-      serve::validate_config(c);
+      check_server_settings(checked);
     } catch (const std::exception& e) {
       check_->setText(tr("Server: %1").arg(QString::fromStdString(e.what())));
       check_->setStyleSheet(QStringLiteral("color: #c0392b;"));

@@ -188,6 +188,8 @@ TEST_CASE("gui server: another address without a key, or a port in use, is refus
   REQUIRE(spy.waitFor([](const ServerState& st) { return !st.error.isEmpty(); }));
   CHECK_FALSE(spy.last.running);
   CHECK(spy.last.error.contains(QStringLiteral("key")));
+  CHECK(spy.last.error.contains(QStringLiteral("Settings")));        // where the app takes a key
+  CHECK_FALSE(spy.last.error.contains(QStringLiteral("--api-key")));  // the CLI's flag, not the app's
 
   httplib::Server taken;
   const int port = taken.bind_to_any_port("127.0.0.1");
