@@ -124,6 +124,11 @@ bool EngineWorker::ensureLoaded(QString* error) {
     generator_.reset();
     *error = current_exception_message();
     Q_EMIT errorOccurred(*error);
+    if (server_settings_.enabled) {  // the app's server serves these models: say why it is not up
+      ServerState st;
+      st.error = QStringLiteral("the models did not load: %1").arg(*error);
+      Q_EMIT serverStateChanged(st);
+    }
     return false;
   }
   loaded_.store(true);

@@ -24,11 +24,7 @@ void EngineWorker::setServer(const ServerSettings& s) {
     // The KV pool is sized at load: reload with room for the server's sequences (or without).
     unload();
     QString error;
-    if (!ensureLoaded(&error)) {  // it emits errorOccurred; ensureLoaded starts the server on success
-      ServerState st;
-      st.error = QStringLiteral("the models did not load: %1").arg(error);
-      Q_EMIT serverStateChanged(st);
-    }
+    ensureLoaded(&error);  // starts the server on success; on failure says why (serverStateChanged)
     return;
   }
   startServer();

@@ -320,3 +320,21 @@ TEST_CASE("gui server: SIGTERM and SIGINT close the app cleanly, stopping its se
   }
 #endif
 }
+
+TEST_CASE("gui server: models that fail to load leave the server down with the reason", "[gui][model]") {
+  QTemporaryDir dir;
+  ModelApp app(dir.filePath(QStringLiteral("chat.sqlite")), greedy(8));
+  StateSpy spy(app.controller);
+  ServerSettings s;
+  s.enabled = true;
+  s.port = 0;
+  app.controller.setServer(s);
+  REQUIRE(spy.waitFor([](const ServerState& st) { return st.running; }));
+  app.controller.loadModels(QStringLiteral("/nonexistent/model.gguf"), QString());
+  REQUIRE(spy.waitFor([](const ServerState& st) { return !st.running && !st.error.isEmpty(); }));
+  CHECK(spy.last.error.contains(QStringLiteral("did not load")));
+  // Loading good models again brings it back.
+  app.controller.loadModels(QString::fromStdString(specchat::test::target_model()),
+                            QString::fromStdString(specchat::test::draft_model()));
+  CHECK(spy.waitFor([](const ServerState& st) { return st.running; }));
+}
