@@ -60,6 +60,13 @@ LocalServer::LocalServer(const ServerSettings& s, ModelPair& pair, const EngineS
 }
 
 LocalServer::~LocalServer() {
+  // The scheduler first: running and queued requests end with a 503 "shutting down" error, which
+  // their handlers send (streams: an error event, then [DONE]) before the HTTP side stops, and
+  // stopping it would cut streams off mid-way.
+  if (scheduler_) {
+    scheduler_->stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // handlers wake at once; write
+  }
   if (http_) {
     for (int i = 0; i < 5000 && !http_->listening() && !listen_done_.load(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -265,6 +265,10 @@ int cmd_serve(ServeOptions& o) {
     while (!listening_done.load()) {
       if (g_stop_signal != 0) {
         log.info(std::string("stopping (") + (g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM") + ")");
+        // Requests in flight end with a 503 "shutting down" (streams: an error event, then
+        // [DONE]) before the HTTP side stops, which would cut streams off mid-way.
+        scheduler.stop();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
         server.stop();
         return;
       }

@@ -236,7 +236,7 @@ TEST_CASE("gui server: closing the app while the server streams a long reply nei
   QTemporaryDir dir;
   int port = 0;
   std::atomic<bool> client_done{false};
-  std::string client_error;
+  std::string client_error, streamed;
   std::thread client;
   QElapsedTimer closing;
   {
@@ -259,7 +259,8 @@ TEST_CASE("gui server: closing the app while the server streams a long reply nei
       req.path = "/v1/completions";
       req.body = body.dump();
       req.set_header("Content-Type", "application/json");
-      req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+        streamed.append(data, n);
         ++pieces;
         return true;
       };
@@ -276,6 +277,10 @@ TEST_CASE("gui server: closing the app while the server streams a long reply nei
   CHECK(ms < 20000);
   REQUIRE(wait_until([&] { return client_done.load(); }, 30000));  // the client is not left hanging
   client.join();
+  // The stream in flight was ended properly: an error event saying why, then [DONE].
+  INFO("stream tail: " << streamed.substr(streamed.size() > 400 ? streamed.size() - 400 : 0));
+  CHECK(streamed.find("shutting down") != std::string::npos);
+  CHECK(streamed.find("data: [DONE]") != std::string::npos);
   httplib::Client after("127.0.0.1", port);
   after.set_connection_timeout(2, 0);
   CHECK_FALSE(after.Get("/health"));  // the port is free again
