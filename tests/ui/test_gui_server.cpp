@@ -58,6 +58,15 @@ struct StateSpy {
   }
 };
 
+// Turns the app's server on, on loopback and any free port; true once it runs.
+bool serve_on_any_port(ChatController& c, StateSpy& spy) {
+  ServerSettings s;
+  s.enabled = true;
+  s.port = 0;
+  c.setServer(s);
+  return spy.waitFor([](const ServerState& st) { return st.running; });
+}
+
 int port_of(const QString& url) { return url.section(QLatin1Char(':'), -1).section(QLatin1Char('/'), 0, 0).toInt(); }
 
 // One greedy chat completion from the app's server; "" (and a message in `error`) on failure.
@@ -242,11 +251,7 @@ TEST_CASE("gui server: closing the app while the server streams a long reply nei
   {
     ModelApp app(dir.filePath(QStringLiteral("chat.sqlite")), greedy(16));
     StateSpy spy(app.controller);
-    ServerSettings s;
-    s.enabled = true;
-    s.port = 0;
-    app.controller.setServer(s);
-    REQUIRE(spy.waitFor([](const ServerState& st) { return st.running; }));
+    REQUIRE(serve_on_any_port(app.controller, spy));
     port = port_of(spy.last.url);
     std::atomic<int> pieces{0};
     client = std::thread([&] {
@@ -330,11 +335,7 @@ TEST_CASE("gui server: models that fail to load leave the server down with the r
   QTemporaryDir dir;
   ModelApp app(dir.filePath(QStringLiteral("chat.sqlite")), greedy(8));
   StateSpy spy(app.controller);
-  ServerSettings s;
-  s.enabled = true;
-  s.port = 0;
-  app.controller.setServer(s);
-  REQUIRE(spy.waitFor([](const ServerState& st) { return st.running; }));
+  REQUIRE(serve_on_any_port(app.controller, spy));
   app.controller.loadModels(QStringLiteral("/nonexistent/model.gguf"), QString());
   REQUIRE(spy.waitFor([](const ServerState& st) { return !st.running && !st.error.isEmpty(); }));
   CHECK(spy.last.error.contains(QStringLiteral("did not load")));
