@@ -1,6 +1,8 @@
 // BlockDrafter: the DFlash block drafter (engine/drafters/dflash_model.h) as a Drafter. One
 // forward gives the marginals q_1 … q_{B−1} of the next B − 1 tokens; chains and trees are
-// built from them (docs/design/target-feature-drafters.md, "Trees from a block's marginals").
+// built from them by TreeBuilder (docs/design/target-feature-drafters.md, "Trees from a block's
+// marginals"): a node at depth d gets its children from q_{d+1}, whatever its own token, so
+// every shape (chain, dynamic, optimal) costs one block forward.
 #pragma once
 
 #include <memory>
@@ -12,23 +14,6 @@
 #include "engine/speculative/drafter.h"
 
 namespace specchat {
-
-// Builds the draft tree from a block's per-depth distributions (pure: the exactness tests drive
-// it with synthetic marginals and enumerated choices).
-//
-// q: [n_depth] q[j] = the distribution of the token at depth j + 1, ids in descending
-// probability (process_logits' order). max_nodes: room left (≤ 0 → empty tree).
-//   budget.mode == chain: k = min(node_budget, max_nodes, n_depth) tokens; `sample` draws each
-//     from q[j] through `choices` (children ChildSampling::with_replacement, child_q = q[j]);
-//     otherwise takes q[j].ids[0] (the argmax; deterministic).
-//   dynamic / optimal (both "a tree from marginals"): the first max(1, branch) ids of each
-//     q[j] are the candidates of every node at depth j (a node at depth d gets children from
-//     q[d], whatever its own token); nodes are added best-first by cumulative log q under
-//     min(node_budget, max_nodes) nodes and depth ≤ min(budget.depth, n_depth); children
-//     ChildSampling::deterministic. `sample` and `choices` are unused.
-// Node logp = Σ log q along the path. Parents precede children; siblings in descending q.
-DraftTree tree_from_marginals(std::span<const Distribution> q, const TreeBudget& budget, int max_nodes, bool sample,
-                              Choices& choices);
 
 // One per sequence (KV slot): it owns that sequence's context rows (DFlashState). The model is
 // shared by all of them (immutable; its forwards use its thread pool, so one thread at a time
@@ -43,8 +28,8 @@ DraftTree tree_from_marginals(std::span<const Distribution> q, const TreeBudget&
 // (anchor + depth rows, DFlashModel::draft_block's `width`), not B: the MASK rows past the
 // deepest drafted position only cost time. If fewer than n − 1 rows are held (the
 // engine has not observed every token yet) it still drafts from the rows it has: quality
-// drops, the verification stays lossless. Marginals are processed with the request's
-// SamplingParams (as ModelDrafter); greedy trees rank candidates by the drafter's plain
+// drops, the verification stays lossless. Chains draw from the marginals processed with the
+// request's SamplingParams (as ModelDrafter); trees rank candidates by the drafter's plain
 // softmax (T = 1: the processed greedy q is one-hot and would make every tree a chain — any
 // fixed ranking keeps deterministic children lossless, as for ModelDrafter's trees).
 // Throws GenerationError("non_finite_draft_logits") when the block's logits are NaN/inf.
@@ -76,8 +61,6 @@ class BlockDrafter : public Drafter {
   DFlashState state_;
   std::vector<int32_t> tokens_;  // [n_observed] the committed token of each row
   std::vector<float> logits_;    // [B − 1, n_vocab]
-  std::vector<Distribution> q_;  // [B − 1] per-depth distributions of the last block
-  SamplerScratch scratch_;
 };
 
 }  // namespace specchat

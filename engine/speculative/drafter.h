@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -11,6 +12,7 @@
 namespace specchat {
 
 class LlamaModel;
+struct Batch;
 
 // Hidden states of some rows of one target forward, for drafters that read them
 // (docs/design/target-feature-drafters.md). Row r of tap t is
@@ -89,34 +91,50 @@ class Drafter {
   virtual void observe(int /*pos0*/, std::span<const int32_t> /*tokens*/, const HiddenRows& /*h*/) {}
 };
 
-// A small llama model drafting autoregressively (Leviathan et al. 2023) as a chain, a dynamic
-// tree (EAGLE-2, Li et al. 2024: expand the top-K frontier nodes by cumulative draft
-// log-probability for D steps, rerank, keep the best N), or a static optimal tree shape
-// (Sequoia). It drafts in sequence `seq` of the draft model's KV pool, whose cache keeps the
-// longest prefix it shares with each new context.
+// A small llama model drafting autoregressively (Leviathan et al. 2023) in any shape of
+// TreeBuilder (engine/speculative/tree_builder.h): a chain, a dynamic tree (EAGLE-2) or a static
+// optimal tree (Sequoia). It drafts in sequence `seq` of the draft model's KV pool, whose cache
+// keeps the longest prefix it shares with each new context. A tree's nodes are fed in
+// tree-masked rounds at the slots after the committed context; accepted() keeps the accepted
+// path's rows (as the target's cache does), so the next step re-feeds nothing it already has.
+//
+// The rounds of several sequences' drafters can share one draft forward (Engine::step):
+// begin_tree(), then while round_batch() gives a batch, forward it (with the other drafters'
+// batches) and hand the rows to take_round(); end_tree() returns the tree. propose() is the
+// same for one drafter alone.
 class ModelDrafter : public Drafter {
  public:
   // target_vocab: the target's vocabulary size when it differs from the draft's by trailing
   // padding entries (vocab.h, check_draft_vocab; 0 = the same as the draft's). The draft then
   // proposes only ids below both sizes, and reads its unknown token for a context id it lacks.
   explicit ModelDrafter(LlamaModel& model, int seq = 0, int target_vocab = 0);
+  ~ModelDrafter() override;
   void sync(std::span<const int32_t> ctx) override;
   DraftTree propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
                     const SamplingParams& params, Rng& rng) override;
-  // Compacts the accepted path's rows (those the tree expansion fed) into place after the
+  // Compacts the accepted path's rows (those the tree rounds fed) into place after the
   // committed context and commits them, as the target's cache does (KvCache::keep_path).
   void accepted(const DraftTree& tree, std::span<const int32_t> path) override;
   void finished(std::span<const int32_t> ctx) override;
   void clear() override;
 
+  // --- Rounds, for drafting several sequences in one draft forward (see above) ---------------
+  // Starts a tree continuing ctx (propose's arguments; `rng` must outlive the tree). Returns
+  // false when nothing can be drafted (empty tree; no rounds).
+  bool begin_tree(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes, const SamplingParams& params,
+                  Rng& rng);
+  // The next round's rows for the draft model (seq = this drafter's sequence; logits for every
+  // row listed in out_rows), or null when the tree is complete. Valid until take_round().
+  const Batch* round_batch();
+  // The logits of round_batch()'s out rows ([rows, n_vocab] of the draft), after the forward
+  // that ran it. GenerationError("non_finite_draft_logits") for NaN/inf logits.
+  void take_round(std::span<const float> logits);
+  // The finished tree (after round_batch() returned null).
+  DraftTree end_tree();
+  LlamaModel& model() { return m_; }
+
  private:
-  // Feeds ctx[common..n) so the cache holds all of ctx; returns logits of the last row.
-  std::span<const float> feed_context(std::span<const int32_t> ctx);
-  DraftTree propose_chain(std::span<const int32_t> ctx, int k, const SamplingParams& params, Rng& rng);
-  DraftTree propose_dynamic(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes,
-                            const SamplingParams& params);
-  DraftTree propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes,
-                           const SamplingParams& params);
+  class Nodes;  // the NodeSource over this drafter's rounds
   // ctx with ids the draft lacks replaced by its unknown token (ctx itself when none can occur).
   std::span<const int32_t> draft_ids(std::span<const int32_t> ctx);
   LlamaModel& m_;
@@ -125,9 +143,10 @@ class ModelDrafter : public Drafter {
   bool map_inputs_ = false;     // the target's vocabulary is larger than the draft's
   std::vector<int32_t> mapped_;  // draft_ids' buffer
   // Draft-cache slot of each node of the last tree (−1 = never fed), and the committed length
-  // the tree was drafted after (−1 = nothing to compact, e.g. chains, which commit as they go).
+  // the tree was drafted after (−1 = nothing to compact).
   std::vector<int32_t> fed_slot_;
   int fed_base_ = -1;
+  std::unique_ptr<Nodes> nodes_;  // the tree in progress (begin_tree … end_tree)
 };
 
 }  // namespace specchat

@@ -8,6 +8,7 @@
 
 #include "engine/generator.h"
 #include "engine/model.h"
+#include "engine/speculative/tree_builder.h"
 
 namespace specchat {
 
@@ -15,54 +16,6 @@ namespace {
 
 // Rows fed to the head per forward when observing (bounds the scratch for long prompts).
 constexpr int kObserveChunk = 128;
-
-// The k best (log-softmax of the raw logits, id) pairs, best first, ties to the lower id: the
-// ranking dynamic trees expand by (as ModelDrafter's; any ranking keeps deterministic children
-// lossless).
-std::vector<std::pair<double, int32_t>> top_k_logprobs(std::span<const float> logits, int k) {
-  const float mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
-  const double lse = mx + std::log(sum);
-  k = std::min<int>(k, static_cast<int>(logits.size()));
-  std::vector<int32_t> best;
-  if (k <= 0) return {};
-  best.reserve(static_cast<size_t>(k) + 1);
-  auto better = [&](int32_t a, int32_t b) {
-    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
-    return la > lb || (la == lb && a < b);
-  };
-  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
-    if (static_cast<int>(best.size()) == k && !better(id, best.back())) continue;
-    best.insert(std::upper_bound(best.begin(), best.end(), id, better), id);
-    if (static_cast<int>(best.size()) > k) best.pop_back();
-  }
-  std::vector<std::pair<double, int32_t>> out;
-  for (int32_t id : best) out.emplace_back(logits[static_cast<size_t>(id)] - lse, id);
-  return out;
-}
-
-// The best n_keep nodes by cumulative log-probability (ties: earlier first, so the kept set is
-// ancestor-closed), renumbered parents-first; children deterministic (the default).
-DraftTree keep_best(const DraftTree& all, int n_keep) {
-  std::vector<int32_t> order(all.nodes.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return all.nodes[static_cast<size_t>(a)].logp > all.nodes[static_cast<size_t>(b)].logp;
-  });
-  std::vector<uint8_t> keep(all.nodes.size(), 0);
-  for (int i = 0; i < std::min<int>(n_keep, static_cast<int>(order.size())); ++i) {
-    keep[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
-  }
-  DraftTree out;
-  std::vector<int32_t> remap(all.nodes.size(), -1);
-  for (size_t i = 0; i < all.nodes.size(); ++i) {
-    const DraftNode& nd = all.nodes[i];
-    if (!keep[i] || (nd.parent >= 0 && remap[static_cast<size_t>(nd.parent)] < 0)) continue;
-    remap[i] = out.add(nd.token, nd.parent < 0 ? -1 : remap[static_cast<size_t>(nd.parent)], nd.logp);
-  }
-  return out;
-}
 
 // Drops the temporary rows (slots past the context rows) when drafting ends, however it ends.
 struct DropTemporaries {
@@ -167,50 +120,51 @@ std::span<const float> MtpDrafter::head_logits(const float* g, int n) {
   return out;
 }
 
-DraftTree MtpDrafter::propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
-                              const SamplingParams& params, Rng& rng) {
+// The head as a NodeSource: the root's row is the last context row's logits; other slots'
+// nodes get temporary rows in one tree-masked batch (feed_nodes).
+class MtpDrafter::Nodes final : public LogitsSource {
+ public:
+  Nodes(MtpDrafter& d, int n) : d_(d), n_(n) {}
+  void score(const DraftTree& t, std::span<const int32_t> slots) override {
+    const size_t nv = static_cast<size_t>(d_.model_->config().n_vocab);
+    if (slots.size() == 1 && slots[0] == 0) {
+      set_rows(d_.head_logits(d_.row_output(n_ - 2).data(), 1), nv, nv);
+      return;
+    }
+    nodes_.clear();
+    for (int32_t s : slots) nodes_.push_back(s - 1);
+    set_rows(d_.feed_nodes(t, nodes_, n_), nv, nv);
+  }
+
+ private:
+  MtpDrafter& d_;
+  int n_;
+  std::vector<int32_t> nodes_;
+};
+
+DraftTree MtpDrafter::build(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
+                            const SamplingParams& params, Choices& draws) {
   cut_to(ctx);
   if (!holds(ctx) || max_nodes <= 0 || budget.node_budget <= 0) return {};
-  max_nodes = std::min(max_nodes, budget.node_budget);
-  switch (budget.mode) {
-    case TreeMode::chain: {
-      RngChoices draws(rng);
-      return propose_chain(ctx, max_nodes, params, draws);
-    }
-    case TreeMode::dynamic: return propose_dynamic(ctx, budget, max_nodes);
-    case TreeMode::optimal: return propose_static(ctx, budget, max_nodes);
-  }
-  return {};
+  DropTemporaries drop{state_, state_.n};
+  node_slot_.clear();
+  Nodes src(*this, static_cast<int>(ctx.size()));
+  return build_tree(src, budget, max_nodes, params, draws);
+}
+
+DraftTree MtpDrafter::propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
+                              const SamplingParams& params, Rng& rng) {
+  RngChoices draws(rng);
+  return build(ctx, budget, max_nodes, params, draws);
 }
 
 DraftTree MtpDrafter::propose_chain(std::span<const int32_t> ctx, int k, const SamplingParams& params,
                                     Choices& draws) {
-  if (!holds(ctx) || k <= 0) return {};
-  const int n = static_cast<int>(ctx.size());
-  const size_t d = static_cast<size_t>(model_->config().d_model);
-  DropTemporaries drop{state_, state_.n};
-  std::vector<float>& gcur = gcur_;
-  std::vector<float>& gnext = gnext_;
-  gcur.assign(row_output(n - 2).begin(), row_output(n - 2).end());
-  gnext.resize(d);
-  std::span<const float> logits = head_logits(gcur.data(), 1);
-  std::vector<int32_t> toks;
-  std::vector<Distribution> qs;
-  for (int i = 0; i < k; ++i) {
-    Distribution q = process_logits(logits, params);
-    const int32_t t = params.greedy() ? q.ids[0] : draws.draw(q);
-    toks.push_back(t);
-    qs.push_back(std::move(q));
-    if (i + 1 == k) break;
-    // The temporary row of the token just drafted (position n − 1 + i; in a chain every earlier
-    // temporary row is an ancestor, so the causal mask is the tree mask).
-    const int32_t tok[1] = {t}, pos[1] = {n - 1 + i};
-    model_->forward(tok, gcur.data(), pos, 0, nullptr, state_, gnext.data());
-    std::swap(gcur, gnext);
-    logits = head_logits(gcur.data(), 1);
-  }
-  return DraftTree::chain(toks, std::move(qs),
-                          params.greedy() ? ChildSampling::deterministic : ChildSampling::with_replacement);
+  TreeBudget b;
+  b.mode = TreeMode::chain;
+  b.node_budget = k;
+  b.depth = k;
+  return build(ctx, b, k, params, draws);
 }
 
 std::span<const float> MtpDrafter::feed_nodes(const DraftTree& t, std::span<const int32_t> nodes, int n) {
@@ -248,89 +202,6 @@ std::span<const float> MtpDrafter::feed_nodes(const DraftTree& t, std::span<cons
               node_g_.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(nodes[r]) * d));
   }
   return head_logits(gout_.data(), static_cast<int>(L));
-}
-
-DraftTree MtpDrafter::propose_dynamic(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes) {
-  const int n = static_cast<int>(ctx.size());
-  const int K = std::max(1, b.branch), D = std::max(1, b.depth);
-  const size_t nv = static_cast<size_t>(model_->config().n_vocab);
-  DropTemporaries drop{state_, state_.n};
-  node_slot_.clear();
-  DraftTree all;
-  for (const auto& [lp, tok] : top_k_logprobs(head_logits(row_output(n - 2).data(), 1), K)) all.add(tok, -1, lp);
-  std::vector<int32_t> level(all.nodes.size());
-  std::iota(level.begin(), level.end(), 0);
-  for (int dd = 2; dd <= D && !level.empty(); ++dd) {
-    // Expand the top-K nodes of the newest level by cumulative log-probability (EAGLE-2 §4.1).
-    std::stable_sort(level.begin(), level.end(), [&](int32_t a, int32_t c) {
-      return all.nodes[static_cast<size_t>(a)].logp > all.nodes[static_cast<size_t>(c)].logp;
-    });
-    if (static_cast<int>(level.size()) > K) level.resize(static_cast<size_t>(K));
-    const std::span<const float> logits = feed_nodes(all, level, n);
-    std::vector<int32_t> next;
-    for (size_t r = 0; r < level.size(); ++r) {
-      const int32_t v = level[r];
-      const double base = all.nodes[static_cast<size_t>(v)].logp;
-      for (const auto& [lp, tok] : top_k_logprobs(logits.subspan(r * nv, nv), K)) next.push_back(all.add(tok, v, base + lp));
-    }
-    level = std::move(next);
-  }
-  return keep_best(all, max_nodes);
-}
-
-DraftTree MtpDrafter::propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes) {
-  const int n = static_cast<int>(ctx.size());
-  const int n_shape = std::min<int>(max_nodes, static_cast<int>(std::min(b.shape_parent.size(), b.shape_rank.size())));
-  if (n_shape <= 0) return {};
-  const size_t nv = static_cast<size_t>(model_->config().n_vocab);
-  DropTemporaries drop{state_, state_.n};
-  node_slot_.clear();
-  // Shape node i: depth from its parent (parents first, as SequoiaPlanner builds shapes).
-  std::vector<int32_t> depth(static_cast<size_t>(n_shape), 1), made(static_cast<size_t>(n_shape), -1);
-  int max_rank = 0, max_depth = 1;
-  for (int i = 0; i < n_shape; ++i) {
-    const int32_t sp = b.shape_parent[static_cast<size_t>(i)];
-    if (sp >= i) throw std::invalid_argument("MtpDrafter: a tree shape lists a child before its parent");
-    if (sp >= 0) depth[static_cast<size_t>(i)] = depth[static_cast<size_t>(sp)] + 1;
-    max_rank = std::max(max_rank, b.shape_rank[static_cast<size_t>(i)] + 1);
-    max_depth = std::max(max_depth, depth[static_cast<size_t>(i)]);
-  }
-  DraftTree t;
-  // Ranked candidates per tree slot (0 = root, v + 1 = node v): the parent's top max_rank.
-  std::vector<std::vector<std::pair<double, int32_t>>> ranked(1);
-  ranked[0] = top_k_logprobs(head_logits(row_output(n - 2).data(), 1), max_rank);
-  for (int dd = 1; dd <= max_depth; ++dd) {
-    if (dd > 1) {
-      // Feed the nodes of depth dd − 1 that have children in the shape, in one batch.
-      std::vector<int32_t> parents;
-      for (int i = 0; i < n_shape; ++i) {
-        const int32_t sp = b.shape_parent[static_cast<size_t>(i)];
-        if (depth[static_cast<size_t>(i)] != dd || sp < 0 || made[static_cast<size_t>(sp)] < 0) continue;
-        if (std::find(parents.begin(), parents.end(), made[static_cast<size_t>(sp)]) == parents.end()) {
-          parents.push_back(made[static_cast<size_t>(sp)]);
-        }
-      }
-      if (parents.empty()) break;
-      ranked.resize(t.nodes.size() + 1);
-      const std::span<const float> logits = feed_nodes(t, parents, n);
-      for (size_t r = 0; r < parents.size(); ++r) {
-        ranked[static_cast<size_t>(parents[r]) + 1] = top_k_logprobs(logits.subspan(r * nv, nv), max_rank);
-      }
-    }
-    for (int i = 0; i < n_shape; ++i) {
-      if (depth[static_cast<size_t>(i)] != dd) continue;
-      const int32_t sp = b.shape_parent[static_cast<size_t>(i)];
-      const int32_t parent = sp < 0 ? -1 : made[static_cast<size_t>(sp)];
-      if (sp >= 0 && parent < 0) continue;  // its parent was cut
-      const auto& cand = ranked[static_cast<size_t>(parent + 1)];
-      const int rank = b.shape_rank[static_cast<size_t>(i)];
-      if (rank < 0 || rank >= static_cast<int>(cand.size())) continue;
-      const double base = parent < 0 ? 0.0 : t.nodes[static_cast<size_t>(parent)].logp;
-      made[static_cast<size_t>(i)] =
-          t.add(cand[static_cast<size_t>(rank)].second, parent, base + cand[static_cast<size_t>(rank)].first);
-    }
-  }
-  return t;
 }
 
 std::vector<float> MtpDrafter::tree_logits(std::span<const int32_t> ctx, const DraftTree& tree) {

@@ -86,8 +86,10 @@ class MtpDrafter : public Drafter {
   bool holds(std::span<const int32_t> ctx) const;
   // Logits of `n` rows of g into logits_ (checked finite); returns row r's view.
   std::span<const float> head_logits(const float* g, int n);
-  DraftTree propose_dynamic(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes);
-  DraftTree propose_static(std::span<const int32_t> ctx, const TreeBudget& b, int max_nodes);
+  class Nodes;  // the NodeSource over the head's rows (TreeBuilder)
+  // propose() with its draws through `draws`.
+  DraftTree build(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes, const SamplingParams& params,
+                  Choices& draws);
   // Feeds the temporary rows of `nodes` of t (each node's parent fed already, or a root child)
   // in one tree-masked batch; records their slots/g in node_slot_/node_g_ and returns their
   // logits [nodes.size(), n_vocab]. n: committed context length.
@@ -105,7 +107,7 @@ class MtpDrafter : public Drafter {
   std::vector<float> node_g_;
   std::vector<float> h_, gout_;   // feed_nodes' scratch
   std::vector<int32_t> feed_toks_, feed_pos_;
-  std::vector<float> gcur_, gnext_;  // chains: g of the current / next row [d_model]
+  std::vector<float> gcur_, gnext_;  // logits_after: g of the current / next row [d_model]
   std::vector<uint8_t> mask_;
 };
 

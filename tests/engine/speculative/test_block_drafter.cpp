@@ -1,5 +1,5 @@
-// The block drafter (engine/speculative/block_drafter.h): trees and chains built from a
-// block's marginals are lossless (exact enumeration of every drafting draw and acceptance
+// The block drafter (engine/speculative/block_drafter.h): trees and chains that TreeBuilder
+// builds from a block's marginals are lossless (exact enumeration of every drafting draw and acceptance
 // branch at T > 0, |P − p| ≤ 1e-9), their shapes follow the budget, and BlockDrafter keeps
 // the context-row invariant of docs/design/target-feature-drafters.md on a tiny drafter.
 #include <catch2/catch.hpp>
@@ -12,6 +12,7 @@
 #include "engine/drafters/dflash_fixture.h"
 #include "engine/speculative/block_drafter.h"
 #include "engine/speculative/enumerate_choices.h"
+#include "engine/speculative/marginals_source.h"
 
 using namespace specchat;
 
@@ -26,7 +27,7 @@ TreeBudget budget(TreeMode mode, int n, int depth, int branch) {
   return b;
 }
 
-// Enumerates drafting (tree_from_marginals with its draws) and acceptance at T > 0 and checks
+// Enumerates drafting (build_tree over the marginals, with its draws) and acceptance at T > 0 and checks
 // that the first two emitted tokens follow the target exactly: P(y, z) = p(y | ctx) · p(z | ctx, y)
 // (after a rejection at the root, the second token comes from the next step, which samples the
 // target given the first: lossless by induction, as in test_acceptance.cpp).
@@ -38,7 +39,10 @@ void check_lossless(const std::vector<Distribution>& q, const TreeBudget& b, int
   int runs = 0;
   test::enumerate([&](test::ScriptedChoices& c) {
     ++runs;
-    const DraftTree t = tree_from_marginals(q, b, max_nodes, sample, c);
+    test::MarginalsSource src(q);
+    SamplingParams params;
+    params.temperature = sample ? 1.0f : 0.0f;
+    const DraftTree t = build_tree(src, b, max_nodes, params, c);
     t.validate();
     std::vector<std::vector<int32_t>> node_ctx;
     std::vector<Distribution> p{target.at(root_ctx)};
@@ -89,9 +93,12 @@ TEST_CASE("trees and chains from block marginals are exactly lossless (enumerate
     std::vector<Distribution> q;  // the block's marginals q_1 … q_4, independent of drafted tokens
     for (int j = 0; j < 4; ++j) q.push_back(test::random_dist(g, V, sparse));
     INFO("trial " << trial << " V " << V << (sparse ? " sparse" : " dense"));
-    // Deterministic top-k trees (dynamic and optimal modes: both "a tree from marginals").
+    // Deterministic top-k trees: dynamic (EAGLE-2 over the marginals) and a static shape.
     check_lossless(q, budget(TreeMode::dynamic, 6, 3, 2), 6, true, target, V);
-    check_lossless(q, budget(TreeMode::optimal, 5, 4, 3), 4, false, target, V);
+    TreeBudget shape = budget(TreeMode::optimal, 5, 4, 3);
+    shape.shape_parent = {-1, -1, 0, 0, 2};
+    shape.shape_rank = {0, 1, 0, 1, 0};
+    check_lossless(q, shape, 4, false, target, V);
     // Sampled chains (drawn from q_j, with replacement), with room for all or for 2.
     check_lossless(q, budget(TreeMode::chain, 3, 3, 1), 8, true, target, V);
     check_lossless(q, budget(TreeMode::chain, 4, 4, 1), 2, true, target, V);
@@ -100,62 +107,6 @@ TEST_CASE("trees and chains from block marginals are exactly lossless (enumerate
     checked += 5;
   }
   CHECK(checked == 18 * 5);
-}
-
-TEST_CASE("tree_from_marginals follows the budget, best first", "[unit][drafters]") {
-  std::mt19937 g(4);
-  std::vector<Distribution> q;
-  for (int j = 0; j < 5; ++j) q.push_back(test::random_dist(g, 12, false));
-  Rng rng(1);
-  RngChoices ch(rng);
-  SECTION("tree: size, depth, candidates, cumulative log q, best-first frontier") {
-    for (const auto& [n, depth, branch, room] :
-         {std::tuple{10, 3, 3, 100}, std::tuple{7, 9, 2, 100}, std::tuple{20, 4, 4, 5}, std::tuple{1, 1, 1, 100}}) {
-      const DraftTree t = tree_from_marginals(q, budget(TreeMode::dynamic, n, depth, branch), room, false, ch);
-      t.validate();
-      INFO("n " << n << " depth " << depth << " branch " << branch << " room " << room);
-      CHECK(t.size() == std::min(n, room));  // enough candidates for every budget here
-      CHECK(t.depth() <= std::min<int>(depth, static_cast<int>(q.size())));
-      double min_in = 0;
-      for (size_t i = 0; i < t.nodes.size(); ++i) {
-        const DraftNode& nd = t.nodes[i];
-        const Distribution& qd = q[static_cast<size_t>(nd.depth - 1)];
-        const double base = nd.parent < 0 ? 0.0 : t.nodes[static_cast<size_t>(nd.parent)].logp;
-        CHECK(nd.logp == Approx(base + std::log(qd.prob(nd.token))).margin(1e-12));
-        min_in = i == 0 ? nd.logp : std::min(min_in, nd.logp);
-      }
-      // Children of each slot: a prefix of q's top-k at that depth, in order; and every
-      // candidate left out scores no better than the worst node taken.
-      for (int slot = 0; slot <= t.size(); ++slot) {
-        const int dep = slot == 0 ? 1 : t.nodes[static_cast<size_t>(slot - 1)].depth + 1;
-        if (dep > std::min<int>(depth, static_cast<int>(q.size()))) continue;
-        const std::vector<int32_t> kids = t.children(slot);
-        const Distribution& qd = q[static_cast<size_t>(dep - 1)];
-        for (size_t k = 0; k < kids.size(); ++k) CHECK(t.nodes[static_cast<size_t>(kids[k])].token == qd.ids[k]);
-        const double base = slot == 0 ? 0.0 : t.nodes[static_cast<size_t>(slot - 1)].logp;
-        for (size_t k = kids.size(); k < std::min<size_t>(static_cast<size_t>(branch), qd.ids.size()); ++k) {
-          CHECK(base + std::log(qd.probs[k]) <= min_in + 1e-12);
-        }
-      }
-      for (int s = 0; s <= t.size(); ++s) CHECK(t.child_mode[static_cast<size_t>(s)] == ChildSampling::deterministic);
-    }
-  }
-  SECTION("chains: argmax or drawn, within budget and room") {
-    const DraftTree a = tree_from_marginals(q, budget(TreeMode::chain, 9, 1, 1), 100, false, ch);
-    REQUIRE(a.size() == 5);  // B − 1 marginals
-    for (int j = 0; j < 5; ++j) CHECK(a.nodes[static_cast<size_t>(j)].token == q[static_cast<size_t>(j)].ids[0]);
-    const DraftTree s = tree_from_marginals(q, budget(TreeMode::chain, 3, 1, 1), 100, true, ch);
-    REQUIRE(s.size() == 3);
-    for (int j = 0; j < 3; ++j) {
-      CHECK(s.child_mode[static_cast<size_t>(j)] == ChildSampling::with_replacement);
-      CHECK(s.child_q[static_cast<size_t>(j)].ids == q[static_cast<size_t>(j)].ids);
-      CHECK(s.nodes[static_cast<size_t>(j)].parent == j - 1);
-    }
-    CHECK(tree_from_marginals(q, budget(TreeMode::chain, 3, 1, 1), 2, true, ch).size() == 2);
-    CHECK(tree_from_marginals(q, budget(TreeMode::chain, 3, 1, 1), 0, true, ch).empty());
-    CHECK(tree_from_marginals(q, budget(TreeMode::dynamic, 0, 3, 2), 10, false, ch).empty());
-    CHECK(tree_from_marginals({}, budget(TreeMode::dynamic, 4, 3, 2), 10, false, ch).empty());
-  }
 }
 
 namespace {
