@@ -237,8 +237,10 @@ void Engine::retire(Seq& s) {
 
 int Engine::step() {
   const Turn turn(turns_);
-  // Propose: every active sequence drafts its tree and builds its verification batch.
-  std::vector<Seq*> ready;
+  // Propose: every active sequence drafts its tree. Draft-model trees are built in rounds
+  // whose rows of all sequences share one draft forward (draft_rounds); other drafters propose
+  // alone.
+  std::vector<Seq*> drafting, rounds;
   const int n_ctx = target_.n_ctx();
   for (const auto& sp : seqs_) {
     Seq& s = *sp;
@@ -254,7 +256,6 @@ int Engine::step() {
       retire(s);
       continue;
     }
-    GenerationStats& st = s.res.stats;
     try {
       // At most n_ctx - n nodes fit behind the last token, and at most max_batch - 1 in one
       // verification forward.
@@ -264,13 +265,27 @@ int Engine::step() {
       if (draft_cap_ >= 0) room = std::min(room, draft_cap_);
       // A feature drafter that missed rows (submitted while drafting was off) catches up first.
       if (!s.taps.empty() && room > 0 && s.drafter->n_observed() < n - 1) feed_features(s);
-      if (s.drafter && room > 0) s.tree = s.drafter->propose(s.ctx, s.budget, room, s.req.sampling, s.rng);
-      st.draft_ms += ms_since(t0);
+      ModelDrafter* md = slot_of(s.slot).model_drafter.get();
+      if (s.drafter && room > 0 && s.drafter == md) {
+        if (md->begin_tree(s.ctx, s.budget, room, s.req.sampling, s.rng)) rounds.push_back(&s);
+      } else if (s.drafter && room > 0) {
+        s.tree = s.drafter->propose(s.ctx, s.budget, room, s.req.sampling, s.rng);
+      }
+      s.res.stats.draft_ms += ms_since(t0);
     } catch (...) {
       s.error = std::current_exception();
       retire(s);
       continue;
     }
+    drafting.push_back(&s);
+  }
+  if (!rounds.empty()) draft_rounds(rounds);
+  std::vector<Seq*> ready;
+  for (Seq* sp : drafting) {
+    Seq& s = *sp;
+    if (s.done) continue;  // its drafting failed
+    GenerationStats& st = s.res.stats;
+    const int n = static_cast<int>(s.ctx.size());
     if (s.drafter && draft_cap_ != 0 && s.tree.empty()) ++st.n_empty_drafts;
     const int n_nodes = s.tree.size();
     st.n_drafted += n_nodes;
@@ -306,6 +321,73 @@ int Engine::step() {
   }
   if (!group.empty()) verify_group(group);
   return n_active();
+}
+
+void Engine::draft_rounds(std::vector<Seq*>& seqs) {
+  // Each round: every sequence still drafting gives its rows; they run in as few draft forwards
+  // as max_batch allows (one in the usual case), and each drafter takes its rows. A sequence's
+  // rows see only its own KV sequence, so its tree is the one it would draft alone.
+  const auto t0 = Clock::now();
+  std::vector<Seq*> active = seqs, group;
+  std::vector<const Batch*> batches;
+  auto fail = [&](Seq& s) {
+    s.error = std::current_exception();
+    retire(s);
+  };
+  std::vector<std::pair<Seq*, const Batch*>> todo;
+  while (!active.empty()) {
+    // This round's rows of every sequence still drafting (asked once: round_batch() plans).
+    todo.clear();
+    for (Seq* sp : active) {
+      ModelDrafter& md = *slot_of(sp->slot).model_drafter;
+      try {
+        if (const Batch* b = md.round_batch()) {
+          todo.emplace_back(sp, b);
+        } else {
+          sp->tree = md.end_tree();
+        }
+      } catch (...) {
+        fail(*sp);
+      }
+    }
+    std::vector<Seq*> next;
+    for (size_t i = 0; i < todo.size();) {
+      // One forward: sequences in order while their rows fit in max_batch.
+      group.clear();
+      batches.clear();
+      int rows = 0;
+      for (; i < todo.size(); ++i) {
+        const int r = static_cast<int>(todo[i].second->tokens.size());
+        if (!group.empty() && rows + r > draft_->max_batch()) break;
+        group.push_back(todo[i].first);
+        batches.push_back(todo[i].second);
+        rows += r;
+      }
+      ForwardOut out;
+      try {
+        out = draft_->forward(batches);
+      } catch (...) {
+        for (Seq* s : group) fail(*s);
+        continue;
+      }
+      const size_t nv = static_cast<size_t>(draft_->config().n_vocab);
+      size_t row0 = 0;
+      for (size_t g = 0; g < group.size(); ++g) {
+        Seq& s = *group[g];
+        const size_t n_out = batches[g]->out_rows.size();
+        try {
+          slot_of(s.slot).model_drafter->take_round(out.logits.subspan(row0 * nv, n_out * nv));
+          next.push_back(&s);
+        } catch (...) {
+          fail(s);
+        }
+        row0 += n_out;
+      }
+    }
+    active = std::move(next);
+  }
+  const double ms = ms_since(t0);
+  for (Seq* s : seqs) s->res.stats.draft_ms += ms;
 }
 
 void Engine::verify_group(std::vector<Seq*>& group) {

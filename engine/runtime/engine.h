@@ -130,6 +130,10 @@ class Engine {
  private:
   struct Seq;
   Seq* find(SeqId id) const;
+  // Runs the draft-model trees begun for `seqs` (ModelDrafter::begin_tree) round by round, the
+  // rows of all of them in one draft forward per round; sets each one's tree. A sequence whose
+  // drafting throws is retired with the error.
+  void draft_rounds(std::vector<Seq*>& seqs);
   void verify_group(std::vector<Seq*>& group);
   void retire(Seq& s);
   // Feature drafters (non-empty taps): brings s's drafter to hold rows for ctx[0, n − 1),

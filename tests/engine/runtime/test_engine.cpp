@@ -7,6 +7,7 @@
 #include <map>
 
 #include "engine/model.h"
+#include "engine/op_profile.h"
 #include "engine/runtime/engine.h"
 #include "engine/model_fixture.h"
 
@@ -301,4 +302,25 @@ TEST_CASE("engine: a new request reuses the slot whose cache shares its prefix",
   const auto id = e.submit(next);
   e.run_until_finished(id);
   CHECK(e.take(id).stats.n_prompt_cached >= static_cast<int>(next.prompt.size()) - 2);
+}
+
+// Batched drafting: the draft model's rounds of every sequence share one draft forward. Three
+// chains of 3 (rounds: the root, then 2 nodes) and a dynamic tree of depth 4 (the root, then 3
+// levels) take 4 draft forwards in one step, not 3 + 3 + 3 + 4 = 13; tokens and drafts stay
+// those of each sequence alone (the other engine tests check that).
+TEST_CASE("engine: the draft model drafts every sequence's round in one forward", "[model][engine]") {
+  ModelPair& mp = pool_pair();
+  Engine e(*mp.target, mp.draft.get());
+  e.clear_cache();
+  std::vector<Engine::SeqId> ids;
+  for (size_t i = 0; i < 3; ++i) ids.push_back(e.submit(request(mp, {kPrompts[i], 16, chain(3), {}})));
+  ids.push_back(e.submit(request(mp, {kPrompts[3], 16, dynamic_tree(), {}})));
+  OpProfile prof;
+  REQUIRE(mp.draft->set_profile(&prof));
+  e.step();
+  mp.draft->set_profile(nullptr);
+  CHECK(prof.forwards == 4);
+  while (e.step() > 0) {
+  }
+  for (Engine::SeqId id : ids) CHECK(e.take(id).stats.n_drafted > 0);
 }
