@@ -12,8 +12,7 @@
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/runtime/engine.h"
-#include "engine/speculative/block_drafter.h"
-#include "engine/speculative/mtp_drafter.h"
+#include "engine/speculative/drafter_factory.h"
 
 namespace specchat {
 
@@ -63,9 +62,10 @@ FeatureDrafters install_feature_drafters(Engine& engine, const FeatureDrafterReq
       MtpModel::Options mo;
       mo.pool = target.cpu_pool();  // the engine's pool: the head runs between target forwards
       std::shared_ptr<const MtpModel> m = MtpModel::load(fd.mtp_path, target, mo);
-      engine.set_drafter_factory(DrafterKind::mtp, [m, &target](int slot) {
-        return std::make_unique<MtpDrafter>(m, target, slot);
-      });
+      DrafterModels models;
+      models.target = &target;
+      models.mtp = m;
+      engine.set_drafter_factory(DrafterKind::mtp, [models](int slot) { return make_drafter(DrafterKind::mtp, slot, models); });
       fd.mtp = true;
     }
   }
@@ -76,7 +76,10 @@ FeatureDrafters install_feature_drafters(Engine& engine, const FeatureDrafterReq
       opt.n_threads = req.n_threads;
       opt.pool = target.cpu_pool();  // one pool for the target and the drafter (null on CUDA)
       std::shared_ptr<const DFlashModel> m = DFlashModel::load(fd.block_path, target, opt);
-      engine.set_drafter_factory(DrafterKind::block, [m](int) { return std::make_unique<BlockDrafter>(m); });
+      DrafterModels models;
+      models.target = &target;
+      models.block = m;
+      engine.set_drafter_factory(DrafterKind::block, [models](int slot) { return make_drafter(DrafterKind::block, slot, models); });
       fd.block_size = m->block_size();
     }
   }

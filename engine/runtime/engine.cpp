@@ -1,6 +1,7 @@
 #include "engine/runtime/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -11,7 +12,7 @@
 #include "engine/runtime/turn_lock.h"
 #include "engine/speculative/acceptance.h"
 #include "engine/speculative/drafter.h"
-#include "engine/speculative/ngram_drafter.h"
+#include "engine/speculative/drafter_factory.h"
 
 namespace specchat {
 
@@ -36,23 +37,21 @@ class Turn {
 };
 }  // namespace
 
-// Feature drafter kinds, indexed by feature_index().
-constexpr int kFeatureKinds = 2;
-int feature_index(DrafterKind k) { return k == DrafterKind::block ? 0 : k == DrafterKind::mtp ? 1 : -1; }
+constexpr int kDrafterKinds = 4;
+size_t kind_index(DrafterKind k) { return static_cast<size_t>(k); }
+bool is_feature_kind(DrafterKind k) { return k == DrafterKind::block || k == DrafterKind::mtp; }
 
-// The drafters of one KV slot: a model drafter drafts in the same slot of the draft's pool; the
-// feature drafters (block, mtp) come from the factories (set_drafter_factory).
+// The drafters of one KV slot, one per kind (null: not offered), made by make_drafter: the
+// draft model's (drafting in the same sequence of the draft's pool) and n-gram's at
+// construction, the feature drafters' (block, mtp) by set_drafter_factory.
 struct Engine::Slot {
-  std::unique_ptr<ModelDrafter> model_drafter;
-  NgramDrafter ngram_drafter;
-  std::unique_ptr<Drafter> feature[kFeatureKinds];
+  std::array<std::unique_ptr<Drafter>, kDrafterKinds> by_kind;
+  ModelDrafter* model_drafter = nullptr;  // by_kind[model], typed: its rounds are batched (draft_rounds)
   bool busy = false;
   // Every drafter of the slot, for finished()/clear().
   template <typename F>
   void each(F&& f) {
-    if (model_drafter) f(*model_drafter);
-    f(ngram_drafter);
-    for (auto& d : feature) {
+    for (auto& d : by_kind) {
       if (d) f(*d);
     }
   }
@@ -104,7 +103,11 @@ Engine::Engine(LlamaModel& target, LlamaModel* draft, const EngineShare& share)
   }
   for (int i = first_seq_; i < first_seq_ + n; ++i) {
     auto s = std::make_unique<Slot>();
-    if (draft) s->model_drafter = std::make_unique<ModelDrafter>(*draft, i, target.config().n_vocab);
+    DrafterModels models;
+    models.target = &target;
+    models.draft = draft;
+    for (DrafterKind k : {DrafterKind::model, DrafterKind::ngram}) s->by_kind[kind_index(k)] = make_drafter(k, i, models);
+    s->model_drafter = static_cast<ModelDrafter*>(s->by_kind[kind_index(DrafterKind::model)].get());
     slots_.push_back(std::move(s));
   }
 }
@@ -169,18 +172,13 @@ Engine::SeqId Engine::submit(const GenerateRequest& req, TokenCallback on_token,
   // The drafter of this request: none when draft_k is 0, or the model drafter has no model.
   Slot& sl = slot_of(slot);
   if (req.spec.draft_k > 0) {
-    const int fi = feature_index(req.spec.drafter);
-    if (req.spec.drafter == DrafterKind::ngram) {
-      s.drafter = &sl.ngram_drafter;
-    } else if (fi >= 0) {
-      s.drafter = sl.feature[fi].get();
+    s.drafter = sl.by_kind[kind_index(req.spec.drafter)].get();
+    if (is_feature_kind(req.spec.drafter)) {
       if (!s.drafter) {
         throw GenerationError("drafter_unavailable", std::string("no ") + drafter_kind_name(req.spec.drafter) +
                                                          " drafter is loaded in this engine");
       }
       s.taps = s.drafter->target_taps();
-    } else if (sl.model_drafter) {
-      s.drafter = sl.model_drafter.get();
     }
   }
   s.budget = req.spec.effective_budget();
@@ -265,7 +263,7 @@ int Engine::step() {
       if (draft_cap_ >= 0) room = std::min(room, draft_cap_);
       // A feature drafter that missed rows (submitted while drafting was off) catches up first.
       if (!s.taps.empty() && room > 0 && s.drafter->n_observed() < n - 1) feed_features(s);
-      ModelDrafter* md = slot_of(s.slot).model_drafter.get();
+      ModelDrafter* md = slot_of(s.slot).model_drafter;
       if (s.drafter && room > 0 && s.drafter == md) {
         if (md->begin_tree(s.ctx, s.budget, room, s.req.sampling, s.rng)) rounds.push_back(&s);
       } else if (s.drafter && room > 0) {
@@ -506,8 +504,7 @@ void Engine::clear_cache() {
 }
 
 void Engine::set_drafter_factory(DrafterKind kind, const DrafterFactory& make) {
-  const int fi = feature_index(kind);
-  if (fi < 0) {
+  if (!is_feature_kind(kind)) {
     throw std::invalid_argument(std::string("Engine::set_drafter_factory: ") + drafter_kind_name(kind) +
                                 " drafters are built in (only block and mtp take a factory)");
   }
@@ -523,13 +520,11 @@ void Engine::set_drafter_factory(DrafterKind kind, const DrafterFactory& make) {
       }
     }
   }
-  for (size_t i = 0; i < slots_.size(); ++i) slots_[i]->feature[fi] = std::move(made[i]);
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i]->by_kind[kind_index(kind)] = std::move(made[i]);
 }
 
 bool Engine::has_drafter(DrafterKind kind) const {
-  const int fi = feature_index(kind);
-  if (fi >= 0) return !slots_.empty() && slots_[0]->feature[fi] != nullptr;
-  return kind == DrafterKind::ngram || draft_ != nullptr;
+  return !slots_.empty() && slots_[0]->by_kind[kind_index(kind)] != nullptr;
 }
 
 int Engine::feed_features(Seq& s) {

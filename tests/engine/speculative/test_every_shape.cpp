@@ -1,5 +1,5 @@
 // Every drafter in every tree shape (TreeBuilder: chain, dynamic, optimal) through the Engine on
-// the bundled target: greedy output equals plain decoding, and every combination drafts. The
+// the bundled target, the drafters made by make_drafter (engine/speculative/drafter_factory.h): greedy output equals plain decoding, and every combination drafts. The
 // drafters: the bundled draft model, n-gram lookup, the bundled DFlash block drafter and the
 // recipe's reference MTP head (random weights: it drafts, few drafts are accepted).
 #include <catch2/catch.hpp>
@@ -11,8 +11,7 @@
 #include "engine/generator.h"
 #include "engine/model_fixture.h"
 #include "engine/runtime/engine.h"
-#include "engine/speculative/block_drafter.h"
-#include "engine/speculative/mtp_drafter.h"
+#include "engine/speculative/drafter_factory.h"
 #include "test_data_files.h"
 #include "test_paths.h"
 
@@ -21,13 +20,13 @@ using namespace specchat;
 TEST_CASE("every drafter drafts in every tree shape, greedy output equals plain decoding", "[model][engine][trees]") {
   ModelPair& mp = test::bundled_pair();
   Engine engine(*mp.target, mp.draft.get());
-  const auto dflash = DFlashModel::load(test::models_dir() + "/specchat-dflash.gguf", *mp.target);
-  const auto mtp = MtpModel::load(test::require_test_data("drafters/mtp-ref.gguf"), *mp.target);
-  engine.set_drafter_factory(DrafterKind::block,
-                             [&](int) -> std::unique_ptr<Drafter> { return std::make_unique<BlockDrafter>(dflash); });
-  engine.set_drafter_factory(DrafterKind::mtp, [&](int slot) -> std::unique_ptr<Drafter> {
-    return std::make_unique<MtpDrafter>(mtp, *mp.target, slot);
-  });
+  DrafterModels models;
+  models.target = mp.target.get();
+  models.block = DFlashModel::load(test::models_dir() + "/specchat-dflash.gguf", *mp.target);
+  models.mtp = MtpModel::load(test::require_test_data("drafters/mtp-ref.gguf"), *mp.target);
+  for (DrafterKind k : {DrafterKind::block, DrafterKind::mtp}) {
+    engine.set_drafter_factory(k, [&, k](int slot) { return make_drafter(k, slot, models); });
+  }
   auto run = [&](const std::vector<int32_t>& prompt, const SpecConfig& spec) {
     GenerateRequest r;
     r.prompt = prompt;
