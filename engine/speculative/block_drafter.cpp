@@ -25,6 +25,7 @@ class BlockNodes final : public LogitsSource {
     }
     set_rows(std::move(rows), nv_);
   }
+  bool free_scoring() const override { return true; }  // the block's rows are computed already
 
  private:
   const std::vector<float>& logits_;

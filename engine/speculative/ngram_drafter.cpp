@@ -26,6 +26,8 @@ class NgramNodes final : public NodeSource {
     }
   }
 
+  bool free_scoring() const override { return true; }  // a scan of the context, no forward
+
   void top(int r, int k, std::vector<Candidate>& out) override {
     const std::vector<Candidate>& row = rows_.at(static_cast<size_t>(r));
     out.assign(row.begin(), row.begin() + std::min<std::ptrdiff_t>(std::max(k, 0), static_cast<std::ptrdiff_t>(row.size())));

@@ -16,7 +16,8 @@ class NgramDrafter : public Drafter {
   // followed earlier occurrences of its longest matching suffix (max_ngram down to
   // min_ngram tokens; the suffix itself is not an occurrence), ranked by how often they
   // followed it (log of the share), ties to the most recent. Chains follow the top candidate;
-  // dynamic and optimal trees are TreeBuilder's over this ranking. Children are deterministic
+  // dynamic trees grow best-first over this ranking (scoring is a scan of the context, no
+  // forward), optimal trees take the shape's ranks. Children are deterministic
   // (q one-hot). Empty when nothing matches (B14).
   DraftTree propose(std::span<const int32_t> ctx, const TreeBudget& budget, int max_nodes,
                     const SamplingParams& params, Rng& rng) override;

@@ -116,6 +116,10 @@ void TreeBuilder::advance(NodeSource& src, Choices& choices) {
       return;
     }
     case TreeMode::dynamic: {
+      if (src.free_scoring()) {
+        best_first(src, slots[0]);
+        return;
+      }
       const int K = std::max(1, b_.branch), D = std::max(1, b_.depth);
       std::vector<int32_t> next;
       for (size_t r = 0; r < slots.size(); ++r) {
@@ -155,6 +159,31 @@ void TreeBuilder::advance(NodeSource& src, Choices& choices) {
       }
       plan_static_level(d + 1);
       if (static_cast<int>(wanted_.size()) > src.room()) wanted_.clear();
+      return;
+    }
+  }
+}
+
+void TreeBuilder::best_first(NodeSource& src, int32_t slot) {
+  const int K = std::max(1, b_.branch), D = std::max(1, b_.depth);
+  // Pops the best (highest logp, then earliest) candidate: a max-heap on (logp, −order).
+  auto later_first = [](const Pending& a, const Pending& b) {
+    return a.logp < b.logp || (a.logp == b.logp && a.order > b.order);
+  };
+  src.top(0, K, cand_);
+  const double base = slot == 0 ? 0.0 : all_.nodes[static_cast<size_t>(slot - 1)].logp;
+  const int32_t depth = slot == 0 ? 1 : all_.nodes[static_cast<size_t>(slot - 1)].depth + 1;
+  for (const Candidate& c : cand_) {
+    frontier_.push_back({base + c.logp, n_pushed_++, c.token, slot - 1, depth});
+    std::push_heap(frontier_.begin(), frontier_.end(), later_first);
+  }
+  while (all_.size() < cap_ && !frontier_.empty()) {
+    std::pop_heap(frontier_.begin(), frontier_.end(), later_first);
+    const Pending p = frontier_.back();
+    frontier_.pop_back();
+    const int32_t v = all_.add(p.token, p.parent, p.logp);
+    if (p.depth < D && all_.size() < cap_ && src.room() >= 1) {
+      wanted_ = {v + 1};  // its children join the frontier next round
       return;
     }
   }

@@ -49,6 +49,9 @@ class NodeSource {
   virtual bool distribution(int /*r*/, const SamplingParams& /*params*/, Distribution& /*q*/) { return false; }
   // More tree nodes score() can take this tree (a draft model's KV room); INT_MAX = no limit.
   virtual int room() const { return INT_MAX; }
+  // Scoring a slot costs no forward (a block drafter's marginals, n-gram lookup): dynamic trees
+  // then grow best-first, one node per round (see TreeBuilder), instead of level by level.
+  virtual bool free_scoring() const { return false; }
 };
 
 // A NodeSource whose rows are draft logits ([n_rows] rows of n_vocab floats, of which the
@@ -82,6 +85,10 @@ class LogitsSource : public NodeSource {
 // §4.1): the root's top-`branch` children, then for depth 2 … `depth` the best `branch` nodes
 // of the newest level (by cumulative log-probability) are scored in one round and get their
 // top-`branch` children; the best min(node_budget, max_nodes) nodes are kept (ancestor-closed).
+// Over a source with free_scoring() the dynamic tree grows best-first instead: the best
+// candidate of the whole frontier (by cumulative log-probability; ties to the earlier) becomes
+// the next node and, above `depth`, is scored for its top-`branch` children, until the node
+// budget is reached: the best tree the budget allows over that ranking.
 // Optimal (Sequoia, Chen et al. 2024 §3.3): the static shape TreeBudget::shape_parent /
 // shape_rank, level by level: shape node i takes the rank-th candidate of its parent's row;
 // nodes past min(node_budget, max_nodes) and those whose parent or rank is missing are skipped.
@@ -114,6 +121,15 @@ class TreeBuilder {
   std::vector<int32_t> sdepth_;   // static: depth of each shape node
   std::vector<int32_t> made_;     // static: tree node of each shape node (−1 = none)
   int max_rank_ = 0;
+  // Dynamic best-first (free_scoring sources): candidates not yet taken.
+  struct Pending {
+    double logp;
+    uint64_t order;  // insertion order: ties go to the earlier
+    int32_t token, parent, depth;
+  };
+  std::vector<Pending> frontier_;  // a heap (std::push_heap with later_first)
+  uint64_t n_pushed_ = 0;
+  void best_first(NodeSource& src, int32_t slot);
   std::vector<Candidate> cand_;
   Distribution q_;
 };

@@ -12,7 +12,9 @@ namespace specchat::test {
 
 class MarginalsSource final : public NodeSource {
  public:
-  explicit MarginalsSource(std::vector<Distribution> q, int room = INT_MAX) : q_(std::move(q)), room_(room) {}
+  // free_scoring: as a block drafter's rows (dynamic trees grow best-first).
+  explicit MarginalsSource(std::vector<Distribution> q, int room = INT_MAX, bool free_scoring = false)
+      : q_(std::move(q)), room_(room), free_(free_scoring) {}
 
   void score(const DraftTree& t, std::span<const int32_t> slots) override {
     depth_.clear();
@@ -36,6 +38,7 @@ class MarginalsSource final : public NodeSource {
   }
   // Tree nodes scored so far may not exceed the room given (a draft model's KV room).
   int room() const override { return room_ - scored; }
+  bool free_scoring() const override { return free_; }
 
   std::vector<std::vector<int32_t>> rounds;  // the slots scored, per round
   int scored = 0;                            // tree nodes scored (slots other than the root)
@@ -43,6 +46,7 @@ class MarginalsSource final : public NodeSource {
  private:
   std::vector<Distribution> q_;
   int room_;
+  bool free_;
   std::vector<int> depth_;
 };
 

@@ -39,7 +39,7 @@ void check_lossless(const std::vector<Distribution>& q, const TreeBudget& b, int
   int runs = 0;
   test::enumerate([&](test::ScriptedChoices& c) {
     ++runs;
-    test::MarginalsSource src(q);
+    test::MarginalsSource src(q, INT_MAX, true);  // as BlockDrafter's rows
     SamplingParams params;
     params.temperature = sample ? 1.0f : 0.0f;
     const DraftTree t = build_tree(src, b, max_nodes, params, c);

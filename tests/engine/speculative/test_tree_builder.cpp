@@ -177,6 +177,47 @@ TEST_CASE("TreeBuilder dynamic trees: EAGLE-2 rounds, the best nodes kept", "[un
   }
 }
 
+// Sources whose scoring is free (a block's marginals, n-gram lookup): the tree grows best-first
+// over the whole frontier, so it is the best the budget allows over the ranking.
+TEST_CASE("TreeBuilder dynamic trees over free scoring: best-first", "[unit][trees]") {
+  const auto q = marginals(4, 5, 12);
+  Rng rng(1);
+  RngChoices ch(rng);
+  for (const auto& [n, depth, branch, room] : {std::tuple{10, 3, 3, 100}, std::tuple{7, 9, 2, 100},
+                                                std::tuple{20, 4, 4, 5}, std::tuple{1, 1, 1, 100}}) {
+    INFO("n " << n << " depth " << depth << " branch " << branch << " room " << room);
+    test::MarginalsSource src(q, INT_MAX, true);
+    const DraftTree t = build_tree(src, budget(TreeMode::dynamic, n, depth, branch), room, greedy(), ch);
+    t.validate();
+    const int max_depth = std::min<int>(depth, static_cast<int>(q.size()));
+    CHECK(t.size() == std::min(n, room));  // enough candidates for every budget here
+    CHECK(t.depth() <= max_depth);
+    double worst_in = 0;
+    for (size_t i = 0; i < t.nodes.size(); ++i) {
+      const DraftNode& nd = t.nodes[i];
+      const Distribution& qd = q[static_cast<size_t>(nd.depth - 1)];
+      const double base = nd.parent < 0 ? 0.0 : t.nodes[static_cast<size_t>(nd.parent)].logp;
+      CHECK(nd.logp == Approx(base + std::log(qd.prob(nd.token))).margin(1e-12));
+      worst_in = i == 0 ? nd.logp : std::min(worst_in, nd.logp);
+    }
+    // Children of each slot: a prefix of q's top-`branch` at that depth, in order; and every
+    // candidate left out scores no better than the worst node taken.
+    for (int slot = 0; slot <= t.size(); ++slot) {
+      const int dep = slot == 0 ? 1 : t.nodes[static_cast<size_t>(slot - 1)].depth + 1;
+      if (dep > max_depth) continue;
+      const std::vector<int32_t> kids = t.children(slot);
+      const Distribution& qd = q[static_cast<size_t>(dep - 1)];
+      for (size_t k = 0; k < kids.size(); ++k) CHECK(t.nodes[static_cast<size_t>(kids[k])].token == qd.ids[k]);
+      const double base = slot == 0 ? 0.0 : t.nodes[static_cast<size_t>(slot - 1)].logp;
+      for (size_t k = kids.size(); k < std::min<size_t>(static_cast<size_t>(branch), qd.ids.size()); ++k) {
+        CHECK(base + std::log(qd.probs[k]) <= worst_in + 1e-12);
+      }
+    }
+    // One node scored per round (after the root's).
+    for (const auto& r : src.rounds) CHECK(r.size() == 1);
+  }
+}
+
 TEST_CASE("TreeBuilder static shapes: rank-th candidate of the parent's row, level by level", "[unit][trees]") {
   const auto q = marginals(21, 4, 8);
   Rng rng(1);
