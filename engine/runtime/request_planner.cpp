@@ -160,9 +160,20 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
     const std::string who = s.drafter == DrafterChoice::ngram   ? "the n-gram drafter"
                             : s.drafter == DrafterChoice::block ? "the block drafter"
                                                                 : "the MTP drafter";
+    if (!s.auto_tree) {
+      // Every drafter drafts every shape (TreeBuilder); without its acceptance by rank the
+      // optimal shape comes from the prior.
+      p.accept_by_rank = prior_accept_by_rank();
+      p.acceptance_source = "prior";
+      p.warnings.push_back(who + " has no rank calibration: its optimal tree is shaped by the prior acceptance " +
+                           kPriorText);
+      p.shape = sequoia_tree(p.accept_by_rank, s.node_budget, s.depth);
+      return finish();
+    }
+    // An automatic tree needs measured acceptance and timings of this drafter.
     p.warnings.push_back(who + " has no rank calibration: drafting a dynamic tree (node budget " +
-                         std::to_string(s.node_budget) + ", depth " + std::to_string(s.depth) + ") instead of " +
-                         (s.auto_tree ? "an automatic" : "an optimal") + " tree");
+                         std::to_string(s.node_budget) + ", depth " + std::to_string(s.depth) +
+                         ") instead of an automatic tree");
     s.tree = TreeMode::dynamic;
     s.auto_tree = false;
     return finish();

@@ -70,7 +70,8 @@ struct TreePlan {
   SpecConfig spec;                      // to_spec_config(settings, shape): what the request runs with
   TreeShape shape;                      // the Sequoia tree of an optimal plan; empty otherwise
   // Optimal and auto plans of the model drafter: where the acceptance vector came from
-  // ("calibration", or "fallback" for the prior a[r] = 0.5^(r+1)), the vector ([R]), and the
+  // ("calibration", or "fallback" for the prior a[r] = 0.5^(r+1); "prior" for the optimal trees
+  // of the other drafters, which have no such calibration), the vector ([R]), and the
   // calibration file looked at (found: it exists and was made for these model files). Empty/false
   // for other plans.
   std::string acceptance_source;
@@ -156,11 +157,12 @@ class RequestPlanner {
   //    branch to ≥ 1. The block drafter drafts at most B − 1 tokens deep (one block): draft_k
   //    and depth are also clamped to B − 1 (warning when a requested value is cut); its trees
   //    are built from the block's marginals with node_budget / depth / branch.
-  //  - the n-gram drafter has no calibration: its optimal and auto trees are drafted as a dynamic
-  //    tree with the same budget (warning). So are optimal trees of the block and MTP drafters.
-  //    Their auto trees run the fastest configuration their calibration measured (plain
-  //    decoding when none beat it); without a usable calibration, a dynamic tree (warning
-  //    naming the fix).
+  //  - the n-gram, block and MTP drafters have no acceptance by rank: their optimal trees are
+  //    the Sequoia shape of the prior a[r] = 0.5^(r+1) for (node_budget, depth) (warning;
+  //    acceptance_source "prior"). The n-gram drafter's auto tree is a dynamic tree with the
+  //    same budget (warning). The block and MTP drafters' auto trees run the fastest
+  //    configuration their calibration measured (plain decoding when none beat it); without a
+  //    usable calibration, a dynamic tree (warning naming the fix).
   //  - optimal (Sequoia §3.1): the tree for (node_budget, depth) from the calibration's
   //    acceptance vector. auto (Sequoia §3.3): choose_budget over N ≤ min(64, max_nodes) with
   //    the calibration's timings for this thread count, else timings measured now on `prompt`

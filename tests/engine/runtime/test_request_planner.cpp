@@ -300,8 +300,13 @@ TEST_CASE("plan_tree: optimal trees from the calibration, else THE fallback (the
   }
 }
 
-TEST_CASE("plan_tree: the n-gram drafter's optimal and auto trees are dynamic", "[unit]") {
+// Every drafter drafts every shape (TreeBuilder): an optimal tree for the n-gram drafter is a
+// Sequoia shape from the prior acceptance (its acceptance by rank is not calibrated); an auto
+// tree, which needs measured acceptance and timings, falls back to a dynamic tree.
+TEST_CASE("plan_tree: the n-gram drafter's optimal tree has the prior's shape, its auto tree is dynamic", "[unit]") {
+  const std::vector<double> prior = RequestPlanner::prior_accept_by_rank();
   for (bool automatic : {false, true}) {
+    INFO("auto " << automatic);
     SpecSettings s;
     s.drafter = DrafterChoice::ngram;
     s.tree = TreeMode::optimal;
@@ -310,11 +315,18 @@ TEST_CASE("plan_tree: the n-gram drafter's optimal and auto trees are dynamic", 
     s.depth = 4;
     const TreePlan p = RequestPlanner::plan_tree(s, with_draft());
     CHECK(p.spec.drafter == DrafterKind::ngram);
-    CHECK(p.spec.tree.mode == TreeMode::dynamic);
     CHECK(p.spec.tree.node_budget == 12);
-    CHECK(p.acceptance_source.empty());
     REQUIRE(p.warnings.size() == 1);
     CHECK(contains(p.warnings[0], "n-gram"));
+    if (automatic) {
+      CHECK(p.spec.tree.mode == TreeMode::dynamic);
+      CHECK(p.acceptance_source.empty());
+    } else {
+      CHECK(p.spec.tree.mode == TreeMode::optimal);
+      CHECK(p.spec.tree.shape_parent == sequoia_tree(prior, 12, 4).parent);
+      CHECK(p.acceptance_source == "prior");
+      CHECK(contains(p.warnings[0], "prior"));
+    }
   }
 }
 
@@ -563,20 +575,23 @@ TEST_CASE("plan_tree: block and MTP drafters run only where installed, a block b
   REQUIRE(p.warnings.size() == 1);
   CHECK(contains(p.warnings[0], "7 deep"));
 
-  // No rank calibration: optimal trees become dynamic trees with the same budget; so do auto
-  // trees without a calibration of the drafter (test_feature_calibration.cpp has those with one).
+  // No rank calibration: optimal trees take the prior's Sequoia shape with the same budget;
+  // auto trees without a calibration of the drafter are dynamic (test_feature_calibration.cpp
+  // has those with one).
   for (DrafterChoice d : {DrafterChoice::block, DrafterChoice::mtp}) {
     for (bool automatic : {false, true}) {
+      INFO(drafter_choice_name(d) << " auto " << automatic);
       s.drafter = d;
       s.tree = TreeMode::optimal;
       s.auto_tree = automatic;
       s.node_budget = 12;
       s.depth = 4;
       p = RequestPlanner::plan_tree(s, ctx);
-      CHECK(p.spec.tree.mode == TreeMode::dynamic);
+      CHECK(p.spec.tree.mode == (automatic ? TreeMode::dynamic : TreeMode::optimal));
       CHECK(p.spec.tree.node_budget == 12);
       CHECK(p.spec.tree.depth == 4);
-      CHECK(p.acceptance_source.empty());
+      CHECK(p.acceptance_source == (automatic ? "" : "prior"));
+      if (!automatic) CHECK(p.spec.tree.shape_parent == sequoia_tree(RequestPlanner::prior_accept_by_rank(), 12, 4).parent);
       REQUIRE(p.warnings.size() == 1);
       CHECK(contains(p.warnings[0], automatic ? "no calibration for the" : "no rank calibration"));
     }

@@ -136,12 +136,15 @@ TEST_CASE("plan_tree auto for the block drafter: the fastest measured configurat
   CHECK(contains(p.warnings[0], "calibrate --drafter block"));
   CHECK(contains(p.warnings[0], "dynamic tree"));
 
-  // Optimal (not auto) block trees stay dynamic trees whatever the calibration.
+  // Optimal (not auto) block trees take the prior's Sequoia shape whatever the calibration
+  // (it measures configurations, not acceptance by rank).
   ctx.feature_calibration.status = FeatureCalibration::Status::ok;
   s.auto_tree = false;
   s.tree = TreeMode::optimal;
   p = RequestPlanner::plan_tree(s, ctx);
-  CHECK(p.spec.tree.mode == TreeMode::dynamic);
+  CHECK(p.spec.tree.mode == TreeMode::optimal);
+  CHECK(!p.spec.tree.shape_parent.empty());
+  CHECK(p.acceptance_source == "prior");
   REQUIRE(p.warnings.size() == 1);
   CHECK(contains(p.warnings[0], "no rank calibration"));
 }
