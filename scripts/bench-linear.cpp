@@ -1,0 +1,55 @@
+// Times cpu::linear's variants (kernels/cpu/linear.h) on one thread: an F16 weight matrix of
+// n_out × n_in (argv[1] = n_in, argv[2] = n_out; default 320 × 1728, the bundled target's FFN
+// gate/up), batches of 1 … 32 rows, best of 300 calls per variant and size, in µs.
+// Build against a build tree (after `cmake --build build`), from the repository root:
+//   g++ -O2 -std=c++20 -I. scripts/bench-linear.cpp build/kernels/libspecchat_kernels.a
+//       -lopenblas -lpthread -o /tmp/bench-linear && /tmp/bench-linear 864 320
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/linear.h"
+
+using namespace specchat;
+
+int main(int argc, char** argv) {
+  const int n_in = argc > 1 ? std::atoi(argv[1]) : 320, n_out = argc > 2 ? std::atoi(argv[2]) : 1728;
+  if (n_in <= 0 || n_out <= 0) {
+    std::fprintf(stderr, "usage: bench-linear [n_in n_out]\n");
+    return 2;
+  }
+  std::mt19937 g(1);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> wf(static_cast<size_t>(n_in) * static_cast<size_t>(n_out));
+  for (float& v : wf) v = nd(g) * 0.05f;
+  std::vector<uint16_t> w(wf.size());
+  cpu::convert_from_f32(wf.data(), w.data(), DType::f16, static_cast<int64_t>(wf.size()));
+  const std::pair<cpu::LinearIsa, const char*> isas[] = {
+      {cpu::LinearIsa::generic, "generic"}, {cpu::LinearIsa::avx2, "avx2"}, {cpu::LinearIsa::avx512, "avx512"}};
+  std::printf("F16 %d x %d, one thread, best of 300 (us)\nrows", n_out, n_in);
+  for (const auto& [isa, name] : isas) {
+    if (cpu::linear_isa_supported(isa)) std::printf(" %10s", name);
+  }
+  std::printf("\n");
+  for (int rows : {1, 2, 4, 8, 16, 32}) {
+    std::vector<float> x(static_cast<size_t>(rows) * static_cast<size_t>(n_in)), y(static_cast<size_t>(rows) * static_cast<size_t>(n_out));
+    for (float& v : x) v = nd(g);
+    std::printf("%4d", rows);
+    for (const auto& [isa, name] : isas) {
+      if (!cpu::linear_isa_supported(isa)) continue;
+      double best = 1e30;
+      for (int rep = 0; rep < 300; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        cpu::linear_with_isa(isa, x.data(), w.data(), DType::f16, y.data(), rows, n_in, n_out);
+        best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::printf(" %10.1f", best);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
