@@ -289,219 +289,107 @@ SPECCHAT_AVX512 void widen_avx512(const void* w, DType t, int64_t off, float* ds
   if (n16 < n) convert_to_f32(src + n16, t, dst + n16, n - n16);
 }
 
-// Batches of up to this many rows widen 16-bit weights in registers (block_avx512_direct);
-// larger ones widen each chunk once into the L1 tile and reuse it for every group of 4 rows.
-// Measured on a Zen 4 EPYC (one thread, F16): 864 × 320 at 1 / 4 / 8 rows 14.6 → 8.0,
-// 21.2 → 14.1, 30.2 → 23.6 µs; at 32 rows the tile stays ahead. Both give the same bits.
+// Batches of up to this many rows widen 16-bit weights in registers (RegisterRows); larger
+// ones widen each chunk once into the L1 tile (TileRows) and reuse it for every group of rows.
+// Measured on a Zen 4 EPYC (one thread, F16, scripts/bench-linear.cpp): n_in 864 → 320 at
+// 1 / 4 / 8 rows 10.9 → 6.8, 16.3 → 11.7, 26.3 → 22.4 µs; at 32 rows the tile stays ahead.
+// Both give the same bits.
 constexpr int kDirectMaxRows = 8;
 
-// 16 16-bit weights widened to f32 in a register (exactly the values widen_avx512 stores).
-SPECCHAT_AVX512 inline __m512 widen16(const uint16_t* p, bool f16) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
+// The weights of one chunk of a block (4 rows, a short block repeating its last row) as the
+// chunk kernel reads them: 16 of row q from column i (i < kc16), and the scalar tail.
+struct TileRows {  // widened once into the L1 tile
+  const float* wr[kRows];
+  SPECCHAT_AVX512 __m512 operator()(int q, int i) const { return _mm512_load_ps(wr[q] + i); }
+  float tail(int q, int i) const { return wr[q][i]; }
+};
+struct RegisterRows {  // 16-bit weights widened in registers as they are used
+  const uint16_t* r[kRows];
+  bool f16;
+  const float (*tail_)[16];  // [kRows][16]: columns kc16 … kc − 1, widened once
+  int kc16;
+  SPECCHAT_AVX512 __m512 operator()(int q, int i) const {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r[q] + i));
+    return f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  float tail(int q, int i) const { return tail_[q][i - kc16]; }
+};
 
-// block_avx512 for F16/BF16 weights with the weights widened in registers as they are used
-// instead of through the L1 tile: per output element the same operations in the same order
-// (16-lane FMAs in column order, _mm512_reduce_add_ps, scalar tail FMAs over the same widened
-// values), so the results are bitwise those of the tile path and the kernel stays
-// batch-invariant. Groups of 4 rows of x, then a pair, then a single row.
-SPECCHAT_AVX512 void block_avx512_direct(const float* x, const uint16_t* w, bool f16, float* y, int n_tokens,
-                                         int n_in, int n_out, int j0, int nr) {
-  alignas(64) float tail[kRows][16];
-  for (int k0 = 0; k0 < n_in; k0 += kChunk) {
-    const int kc = std::min(kChunk, n_in - k0);
-    const int kc16 = kc / 16 * 16;
-    const uint16_t* r[kRows];
-    for (int q = 0; q < kRows; ++q) r[q] = w + static_cast<int64_t>(j0 + std::min(q, nr - 1)) * n_in + k0;
-    if (kc16 < kc) {  // the last kc − kc16 weights of each row, widened once
-      for (int q = 0; q < nr; ++q) convert_to_f32(r[q] + kc16, f16 ? DType::f16 : DType::bf16, tail[q], kc - kc16);
-      for (int q = nr; q < kRows; ++q) std::memcpy(tail[q], tail[nr - 1], sizeof tail[q]);
+// Rows [tk, tk + G) of x against one chunk [k0, k0 + kc) of a block: G × 4 accumulators of 16
+// lanes, FMAs in column order, _mm512_reduce_add_ps, then scalar FMAs over the tail. Every row
+// gets the same operations per element whatever G and whatever the weight source: the kernel
+// is batch-invariant and both sources give the same bits.
+template <int G, class W>
+SPECCHAT_AVX512 void rows_avx512(const W& w, const float* x, float* y, int tk, int n_in, int n_out, int j0, int nr,
+                                 int k0, int kc) {
+  const int kc16 = kc / 16 * 16;
+  const float* xr[G];
+  for (int g = 0; g < G; ++g) xr[g] = x + static_cast<int64_t>(tk + g) * n_in + k0;
+  __m512 c[G][kRows];
+  for (int g = 0; g < G; ++g) {
+    for (int q = 0; q < kRows; ++q) c[g][q] = _mm512_setzero_ps();
+  }
+  for (int i = 0; i < kc16; i += 16) {
+    const __m512 u0 = w(0, i), u1 = w(1, i), u2 = w(2, i), u3 = w(3, i);
+    for (int g = 0; g < G; ++g) {
+      const __m512 v = _mm512_loadu_ps(xr[g] + i);
+      c[g][0] = _mm512_fmadd_ps(v, u0, c[g][0]);
+      c[g][1] = _mm512_fmadd_ps(v, u1, c[g][1]);
+      c[g][2] = _mm512_fmadd_ps(v, u2, c[g][2]);
+      c[g][3] = _mm512_fmadd_ps(v, u3, c[g][3]);
     }
-    auto finish = [&](int tk, const float* xr, float* sum) {
-      for (int i = kc16; i < kc; ++i) {
-        for (int q = 0; q < 4; ++q) sum[q] = std::fma(xr[i], tail[q][i - kc16], sum[q]);
-      }
-      float* out = y + static_cast<int64_t>(tk) * n_out + j0;
-      for (int q = 0; q < nr; ++q) out[q] = k0 == 0 ? sum[q] : out[q] + sum[q];
-    };
-    int tk = 0;
-    for (; tk + 4 <= n_tokens; tk += 4) {
-      const float* x0 = x + static_cast<int64_t>(tk) * n_in + k0;
-      const float* x1 = x0 + n_in;
-      const float* x2 = x1 + n_in;
-      const float* x3 = x2 + n_in;
-      __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
-      __m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-      __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00;
-      __m512 c30 = c00, c31 = c00, c32 = c00, c33 = c00;
-      for (int i = 0; i < kc16; i += 16) {
-        const __m512 u0 = widen16(r[0] + i, f16), u1 = widen16(r[1] + i, f16);
-        const __m512 u2 = widen16(r[2] + i, f16), u3 = widen16(r[3] + i, f16);
-        __m512 v = _mm512_loadu_ps(x0 + i);
-        c00 = _mm512_fmadd_ps(v, u0, c00);
-        c01 = _mm512_fmadd_ps(v, u1, c01);
-        c02 = _mm512_fmadd_ps(v, u2, c02);
-        c03 = _mm512_fmadd_ps(v, u3, c03);
-        v = _mm512_loadu_ps(x1 + i);
-        c10 = _mm512_fmadd_ps(v, u0, c10);
-        c11 = _mm512_fmadd_ps(v, u1, c11);
-        c12 = _mm512_fmadd_ps(v, u2, c12);
-        c13 = _mm512_fmadd_ps(v, u3, c13);
-        v = _mm512_loadu_ps(x2 + i);
-        c20 = _mm512_fmadd_ps(v, u0, c20);
-        c21 = _mm512_fmadd_ps(v, u1, c21);
-        c22 = _mm512_fmadd_ps(v, u2, c22);
-        c23 = _mm512_fmadd_ps(v, u3, c23);
-        v = _mm512_loadu_ps(x3 + i);
-        c30 = _mm512_fmadd_ps(v, u0, c30);
-        c31 = _mm512_fmadd_ps(v, u1, c31);
-        c32 = _mm512_fmadd_ps(v, u2, c32);
-        c33 = _mm512_fmadd_ps(v, u3, c33);
-      }
-      float s0[4] = {_mm512_reduce_add_ps(c00), _mm512_reduce_add_ps(c01), _mm512_reduce_add_ps(c02),
-                     _mm512_reduce_add_ps(c03)};
-      float s1[4] = {_mm512_reduce_add_ps(c10), _mm512_reduce_add_ps(c11), _mm512_reduce_add_ps(c12),
-                     _mm512_reduce_add_ps(c13)};
-      float s2[4] = {_mm512_reduce_add_ps(c20), _mm512_reduce_add_ps(c21), _mm512_reduce_add_ps(c22),
-                     _mm512_reduce_add_ps(c23)};
-      float s3[4] = {_mm512_reduce_add_ps(c30), _mm512_reduce_add_ps(c31), _mm512_reduce_add_ps(c32),
-                     _mm512_reduce_add_ps(c33)};
-      finish(tk, x0, s0);
-      finish(tk + 1, x1, s1);
-      finish(tk + 2, x2, s2);
-      finish(tk + 3, x3, s3);
+  }
+  for (int g = 0; g < G; ++g) {
+    float sum[kRows];
+    for (int q = 0; q < kRows; ++q) sum[q] = _mm512_reduce_add_ps(c[g][q]);
+    for (int i = kc16; i < kc; ++i) {
+      for (int q = 0; q < kRows; ++q) sum[q] = std::fma(xr[g][i], w.tail(q, i), sum[q]);
     }
-    if (tk + 2 <= n_tokens) {
-      const float* x0 = x + static_cast<int64_t>(tk) * n_in + k0;
-      const float* x1 = x0 + n_in;
-      __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
-      __m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-      for (int i = 0; i < kc16; i += 16) {
-        const __m512 u0 = widen16(r[0] + i, f16), u1 = widen16(r[1] + i, f16);
-        const __m512 u2 = widen16(r[2] + i, f16), u3 = widen16(r[3] + i, f16);
-        __m512 v = _mm512_loadu_ps(x0 + i);
-        c00 = _mm512_fmadd_ps(v, u0, c00);
-        c01 = _mm512_fmadd_ps(v, u1, c01);
-        c02 = _mm512_fmadd_ps(v, u2, c02);
-        c03 = _mm512_fmadd_ps(v, u3, c03);
-        v = _mm512_loadu_ps(x1 + i);
-        c10 = _mm512_fmadd_ps(v, u0, c10);
-        c11 = _mm512_fmadd_ps(v, u1, c11);
-        c12 = _mm512_fmadd_ps(v, u2, c12);
-        c13 = _mm512_fmadd_ps(v, u3, c13);
-      }
-      float s0[4] = {_mm512_reduce_add_ps(c00), _mm512_reduce_add_ps(c01), _mm512_reduce_add_ps(c02),
-                     _mm512_reduce_add_ps(c03)};
-      float s1[4] = {_mm512_reduce_add_ps(c10), _mm512_reduce_add_ps(c11), _mm512_reduce_add_ps(c12),
-                     _mm512_reduce_add_ps(c13)};
-      finish(tk, x0, s0);
-      finish(tk + 1, x1, s1);
-      tk += 2;
-    }
-    for (; tk < n_tokens; ++tk) {
-      const float* x0 = x + static_cast<int64_t>(tk) * n_in + k0;
-      __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-      for (int i = 0; i < kc16; i += 16) {
-        const __m512 v = _mm512_loadu_ps(x0 + i);
-        c0 = _mm512_fmadd_ps(v, widen16(r[0] + i, f16), c0);
-        c1 = _mm512_fmadd_ps(v, widen16(r[1] + i, f16), c1);
-        c2 = _mm512_fmadd_ps(v, widen16(r[2] + i, f16), c2);
-        c3 = _mm512_fmadd_ps(v, widen16(r[3] + i, f16), c3);
-      }
-      float s0[4] = {_mm512_reduce_add_ps(c0), _mm512_reduce_add_ps(c1), _mm512_reduce_add_ps(c2),
-                     _mm512_reduce_add_ps(c3)};
-      finish(tk, x0, s0);
-    }
+    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
+    for (int q = 0; q < nr; ++q) out[q] = k0 == 0 ? sum[q] : out[q] + sum[q];
   }
 }
 
-// AVX-512 twin of block_avx2: 16 lanes and 32 registers, so 4 rows of x × 4 weight rows
-// (16 accumulators) per step. Every row of x, in a group of 4 or alone, gets the same
-// operations per element (16-lane FMAs in column order, _mm512_reduce_add_ps, scalar FMAs for
-// the tail): batch-invariant like the AVX2 kernel.
+// Every row of x against one chunk: groups of 4 rows, then a pair, then a single row.
+template <class W>
+SPECCHAT_AVX512 void chunk_avx512(const W& w, const float* x, float* y, int n_tokens, int n_in, int n_out, int j0,
+                                  int nr, int k0, int kc) {
+  int tk = 0;
+  for (; tk + 4 <= n_tokens; tk += 4) rows_avx512<4>(w, x, y, tk, n_in, n_out, j0, nr, k0, kc);
+  if (tk + 2 <= n_tokens) {
+    rows_avx512<2>(w, x, y, tk, n_in, n_out, j0, nr, k0, kc);
+    tk += 2;
+  }
+  if (tk < n_tokens) rows_avx512<1>(w, x, y, tk, n_in, n_out, j0, nr, k0, kc);
+}
+
+// AVX-512 twin of block_avx2: 16 lanes and 32 registers, so up to 4 rows of x × 4 weight rows
+// (16 accumulators) per pass over a chunk; batch-invariant like the AVX2 kernel.
 SPECCHAT_AVX512 void block_avx512(const float* x, const void* w, DType t, float* y, int n_tokens, int n_in,
                                   int n_out, int j0, int nr) {
-  if ((t == DType::f16 || t == DType::bf16) && n_tokens <= kDirectMaxRows) {
-    block_avx512_direct(x, static_cast<const uint16_t*>(w), t == DType::f16, y, n_tokens, n_in, n_out, j0, nr);
+  const bool half = t == DType::f16 || t == DType::bf16;
+  if (half && n_tokens <= kDirectMaxRows) {
+    alignas(64) float tail[kRows][16];
+    for (int k0 = 0; k0 < n_in; k0 += kChunk) {
+      const int kc = std::min(kChunk, n_in - k0);
+      RegisterRows rows{{}, t == DType::f16, tail, kc / 16 * 16};
+      for (int q = 0; q < kRows; ++q) {
+        rows.r[q] = static_cast<const uint16_t*>(w) + static_cast<int64_t>(j0 + std::min(q, nr - 1)) * n_in + k0;
+      }
+      if (rows.kc16 < kc) {  // the last kc − kc16 weights of each row, widened once
+        for (int q = 0; q < nr; ++q) convert_to_f32(rows.r[q] + rows.kc16, t, tail[q], kc - rows.kc16);
+        for (int q = nr; q < kRows; ++q) std::memcpy(tail[q], tail[nr - 1], sizeof tail[q]);
+      }
+      chunk_avx512(rows, x, y, n_tokens, n_in, n_out, j0, nr, k0, kc);
+    }
     return;
   }
   alignas(64) float tile[kRows][kChunk];
   for (int k0 = 0; k0 < n_in; k0 += kChunk) {
     const int kc = std::min(kChunk, n_in - k0);
-    const int kc16 = kc / 16 * 16;
     for (int r = 0; r < nr; ++r) widen_avx512(w, t, static_cast<int64_t>(j0 + r) * n_in + k0, tile[r], kc);
-    const float* wr[4] = {tile[0], tile[std::min(1, nr - 1)], tile[std::min(2, nr - 1)], tile[std::min(3, nr - 1)]};
-    // sum: the four 16-lane accumulators reduced (in the caller: the reduction intrinsic needs
-    // this function's target, which a lambda does not inherit).
-    auto finish = [&](int tk, const float* xr, float* sum) {
-      for (int i = kc16; i < kc; ++i) {
-        for (int r = 0; r < 4; ++r) sum[r] = std::fma(xr[i], wr[r][i], sum[r]);
-      }
-      float* out = y + static_cast<int64_t>(tk) * n_out + j0;
-      for (int r = 0; r < nr; ++r) out[r] = k0 == 0 ? sum[r] : out[r] + sum[r];
-    };
-    int tk = 0;
-    for (; tk + 4 <= n_tokens; tk += 4) {
-      const float* x0 = x + static_cast<int64_t>(tk) * n_in + k0;
-      const float* x1 = x0 + n_in;
-      const float* x2 = x1 + n_in;
-      const float* x3 = x2 + n_in;
-      __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
-      __m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-      __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00;
-      __m512 c30 = c00, c31 = c00, c32 = c00, c33 = c00;
-      for (int i = 0; i < kc16; i += 16) {
-        const __m512 u0 = _mm512_load_ps(wr[0] + i), u1 = _mm512_load_ps(wr[1] + i);
-        const __m512 u2 = _mm512_load_ps(wr[2] + i), u3 = _mm512_load_ps(wr[3] + i);
-        __m512 v = _mm512_loadu_ps(x0 + i);
-        c00 = _mm512_fmadd_ps(v, u0, c00);
-        c01 = _mm512_fmadd_ps(v, u1, c01);
-        c02 = _mm512_fmadd_ps(v, u2, c02);
-        c03 = _mm512_fmadd_ps(v, u3, c03);
-        v = _mm512_loadu_ps(x1 + i);
-        c10 = _mm512_fmadd_ps(v, u0, c10);
-        c11 = _mm512_fmadd_ps(v, u1, c11);
-        c12 = _mm512_fmadd_ps(v, u2, c12);
-        c13 = _mm512_fmadd_ps(v, u3, c13);
-        v = _mm512_loadu_ps(x2 + i);
-        c20 = _mm512_fmadd_ps(v, u0, c20);
-        c21 = _mm512_fmadd_ps(v, u1, c21);
-        c22 = _mm512_fmadd_ps(v, u2, c22);
-        c23 = _mm512_fmadd_ps(v, u3, c23);
-        v = _mm512_loadu_ps(x3 + i);
-        c30 = _mm512_fmadd_ps(v, u0, c30);
-        c31 = _mm512_fmadd_ps(v, u1, c31);
-        c32 = _mm512_fmadd_ps(v, u2, c32);
-        c33 = _mm512_fmadd_ps(v, u3, c33);
-      }
-      float s0[4] = {_mm512_reduce_add_ps(c00), _mm512_reduce_add_ps(c01), _mm512_reduce_add_ps(c02),
-                     _mm512_reduce_add_ps(c03)};
-      float s1[4] = {_mm512_reduce_add_ps(c10), _mm512_reduce_add_ps(c11), _mm512_reduce_add_ps(c12),
-                     _mm512_reduce_add_ps(c13)};
-      float s2[4] = {_mm512_reduce_add_ps(c20), _mm512_reduce_add_ps(c21), _mm512_reduce_add_ps(c22),
-                     _mm512_reduce_add_ps(c23)};
-      float s3[4] = {_mm512_reduce_add_ps(c30), _mm512_reduce_add_ps(c31), _mm512_reduce_add_ps(c32),
-                     _mm512_reduce_add_ps(c33)};
-      finish(tk, x0, s0);
-      finish(tk + 1, x1, s1);
-      finish(tk + 2, x2, s2);
-      finish(tk + 3, x3, s3);
-    }
-    for (; tk < n_tokens; ++tk) {
-      const float* x0 = x + static_cast<int64_t>(tk) * n_in + k0;
-      __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-      for (int i = 0; i < kc16; i += 16) {
-        const __m512 v = _mm512_loadu_ps(x0 + i);
-        c0 = _mm512_fmadd_ps(v, _mm512_load_ps(wr[0] + i), c0);
-        c1 = _mm512_fmadd_ps(v, _mm512_load_ps(wr[1] + i), c1);
-        c2 = _mm512_fmadd_ps(v, _mm512_load_ps(wr[2] + i), c2);
-        c3 = _mm512_fmadd_ps(v, _mm512_load_ps(wr[3] + i), c3);
-      }
-      float s0[4] = {_mm512_reduce_add_ps(c0), _mm512_reduce_add_ps(c1), _mm512_reduce_add_ps(c2),
-                     _mm512_reduce_add_ps(c3)};
-      finish(tk, x0, s0);
-    }
+    const TileRows rows{{tile[0], tile[std::min(1, nr - 1)], tile[std::min(2, nr - 1)], tile[std::min(3, nr - 1)]}};
+    chunk_avx512(rows, x, y, n_tokens, n_in, n_out, j0, nr, k0, kc);
   }
 }
 

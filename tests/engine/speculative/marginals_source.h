@@ -1,4 +1,5 @@
-// A NodeSource over fixed per-depth distributions (a block drafter's marginals, synthetic): a
+// Test helpers for tree building: budget(), and MarginalsSource, a NodeSource over fixed
+// per-depth distributions (a block drafter's marginals, synthetic): a
 // slot at depth d (the root: 0) gets q[d] as its children's distribution and ranking, whatever
 // its own token; no children past q's last depth. It records the slots of every round.
 #pragma once
@@ -9,6 +10,16 @@
 #include "engine/speculative/tree_builder.h"
 
 namespace specchat::test {
+
+// A TreeBudget of `mode` with node budget n, depth and branch.
+inline TreeBudget budget(TreeMode mode, int n, int depth, int branch) {
+  TreeBudget b;
+  b.mode = mode;
+  b.node_budget = n;
+  b.depth = depth;
+  b.branch = branch;
+  return b;
+}
 
 class MarginalsSource final : public NodeSource {
  public:

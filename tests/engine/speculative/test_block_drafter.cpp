@@ -18,14 +18,7 @@ using namespace specchat;
 
 namespace {
 
-TreeBudget budget(TreeMode mode, int n, int depth, int branch) {
-  TreeBudget b;
-  b.mode = mode;
-  b.node_budget = n;
-  b.depth = depth;
-  b.branch = branch;
-  return b;
-}
+using test::budget;
 
 // Enumerates drafting (build_tree over the marginals, with its draws) and acceptance at T > 0 and checks
 // that the first two emitted tokens follow the target exactly: P(y, z) = p(y | ctx) · p(z | ctx, y)

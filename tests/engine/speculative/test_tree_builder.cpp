@@ -18,14 +18,7 @@ using namespace specchat;
 
 namespace {
 
-TreeBudget budget(TreeMode mode, int n, int depth, int branch) {
-  TreeBudget b;
-  b.mode = mode;
-  b.node_budget = n;
-  b.depth = depth;
-  b.branch = branch;
-  return b;
-}
+using test::budget;
 
 std::vector<Distribution> marginals(uint32_t seed, int depths, int V) {
   std::mt19937 g(seed);
