@@ -121,6 +121,9 @@ TEST_CASE("gui storage: a failed write is shown on its message, a failed rename 
   CHECK(model->item(1).save_error.contains(QStringLiteral("simulated write failure")));
   CHECK(model->item(1).id == 0);
   CHECK(app.viewText().contains(QStringLiteral("Not saved: ")));
+  // The reply ends (its own failed save is queued before the rename below, so its status
+  // message cannot land after the rename's: the storage thread answers in order).
+  REQUIRE(wait_until([&] { return !app.controller.isBusy(); }, kWaitMs));
 
   app.controller.renameConversation(id, QStringLiteral("new title"));
   REQUIRE(wait_until([&] { return app.controller.title() == QStringLiteral("stored title"); }, kWaitMs));
