@@ -94,6 +94,8 @@ constexpr int kHiddenFinalNorm = -1;
 // [0, n_vocab), each segment fits its sequence's n_ctx, out_rows in [0, n_tokens).
 struct ForwardArgs {
   std::span<const int32_t> tokens;
+  // [n_tokens, d_model] input embeddings replacing the token lookup, or empty (Batch::embd).
+  std::span<const float> embd;
   std::span<const int32_t> pos;
   std::span<const int32_t> out_rows;  // [n_out] rows whose logits are returned, in this order
   std::span<const SeqSegment> segments;

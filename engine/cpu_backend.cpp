@@ -124,7 +124,8 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   };
   {
   const OpTimer t_embed(P, OpProfile::embed);
-  for (int i = 0; i < n; ++i) {
+  if (!b.embd.empty()) std::copy(b.embd.begin(), b.embd.end(), s.x.begin());
+  for (int i = 0; i < n && b.embd.empty(); ++i) {
     const int64_t off = static_cast<int64_t>(b.tokens[static_cast<size_t>(i)]) * d;
     float* dst = s.x.data() + static_cast<size_t>(i) * d;
     // Block types: the row is whole blocks (d_model is checked against the block size at load).

@@ -371,7 +371,11 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
         }
       }
     };
-    cuda::embedding_gather(d.tok_embd->p, d.tok_embd->dtype, ids, d.x, n, dm, st);
+    if (a.embd.empty()) {
+      cuda::embedding_gather(d.tok_embd->p, d.tok_embd->dtype, ids, d.x, n, dm, st);
+    } else {  // input embeddings (PIPO latents): pageable copy, ordered on the stream
+      SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(d.x, a.embd.data(), a.embd.size() * sizeof(float), cudaMemcpyHostToDevice, st));
+    }
     for (int il = 0; il < c.n_layer; ++il) {
       const Device::Layer& l = d.layers[static_cast<size_t>(il)];
       cuda::rmsnorm(d.x, static_cast<const float*>(l.attn_norm->p), d.xb, n, dm, c.norm_eps, st);

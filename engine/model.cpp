@@ -30,6 +30,11 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Opti
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->file_ = std::move(file);
   m->path_ = path;
+  if (f.has("pipo.role") && !opt.pipo_backbone) {
+    throw ModelError(path + ": this is the '" + f.get_string("pipo.role") + "' part of the PIPO release '" +
+                     (f.has("pipo.release") ? f.get_string("pipo.release") : std::string("?")) +
+                     "', not a plain model: load its release folder (pipo.json) in PIPO mode");
+  }
   m->cfg_ = ModelConfig::from_gguf(f);
   m->vocab_ = Vocab::from_gguf(f);
   // <arch>.vocab_size, when given, must agree with the vocabulary (token_embd's rows are then
@@ -111,6 +116,7 @@ void LlamaModel::finish_init(const Options& opt, int n_ctx) {
   visible_.resize(B * (static_cast<size_t>(n_ctx) + B));
   segs_.reserve(static_cast<size_t>(n_seq));
   tokens_.reserve(B);
+  embd_.reserve(B * static_cast<size_t>(cfg_.d_model));
   pos_.reserve(B);
   out_rows_.reserve(B);
 }
@@ -188,6 +194,8 @@ ForwardOut LlamaModel::forward(std::span<const Batch* const> batches, std::span<
   if (total_out > static_cast<size_t>(max_batch_)) throw std::invalid_argument("forward: more out_rows than max_batch");
   segs_.clear();
   tokens_.clear();
+  embd_.clear();
+  const bool with_embd = !batches.front()->embd.empty();
   pos_.clear();
   out_rows_.clear();
   size_t mask_off = 0;
@@ -213,6 +221,11 @@ ForwardOut LlamaModel::forward(std::span<const Batch* const> batches, std::span<
     if (n_prefix > b.kv_pos0) throw std::invalid_argument("forward: n_prefix past kv_pos0");
     if (!b.parent_slot.empty() && b.parent_slot.size() != b.tokens.size()) {
       throw std::invalid_argument("forward: parent_slot size differs from tokens");
+    }
+    if (b.embd.empty() == with_embd ||
+        (with_embd && b.embd.size() != b.tokens.size() * static_cast<size_t>(c.d_model))) {
+      throw std::invalid_argument(with_embd ? "forward: input embeddings must be [n_tokens, d_model] in every batch"
+                                            : "forward: input embeddings in some batches only");
     }
     // Slot links and the visibility mask (tree attention): token i sees the shared prefix,
     // itself and its ancestors, in this batch or in earlier tree slots. Built here for every
@@ -242,6 +255,7 @@ ForwardOut LlamaModel::forward(std::span<const Batch* const> batches, std::span<
       out_rows_.push_back(row0 + r);
     }
     tokens_.insert(tokens_.end(), b.tokens.begin(), b.tokens.end());
+    embd_.insert(embd_.end(), b.embd.begin(), b.embd.end());
     pos_.insert(pos_.end(), b.pos.begin(), b.pos.end());
     SeqSegment sg;
     sg.seq = b.seq;
@@ -257,6 +271,7 @@ ForwardOut LlamaModel::forward(std::span<const Batch* const> batches, std::span<
   }
   ForwardArgs a;
   a.tokens = tokens_;
+  a.embd = embd_;
   a.pos = pos_;
   a.out_rows = out_rows_;
   a.segments = segs_;

@@ -38,6 +38,11 @@ struct Batch {
   // Rows whose logits are returned, in this order (e.g. all rows when verifying a draft,
   // only the last when prefilling).
   std::vector<int32_t> out_rows;
+  // Optional input embeddings [n_tokens, d_model] that replace the token-embedding lookup
+  // (PIPO's compressed pair latents, docs/design/pipo.md). Empty = look up `tokens`. Either
+  // every batch of one forward has them or none does; `tokens` must still hold valid ids (the
+  // cache records them as the rows' committed ids).
+  std::vector<float> embd;
 
   // A causal chain of `toks` starting at position/slot `start`; returns logits for every row
   // when `all_logits`, else only the last row.
@@ -56,6 +61,10 @@ class LlamaModel {
     // CPU kernels' thread pool shared with other models (ModelPair shares one between target
     // and draft); null = the model makes its own with n_threads.
     std::shared_ptr<cpu::ThreadPool> pool;
+    // Accept a PIPO backbone (a file with a `pipo.role` key, docs/design/pipo.md). Only the
+    // PIPO loader sets this: run on tokens instead of pair latents a backbone produces
+    // fluent-looking nonsense, so a plain load refuses it (ModelError naming the release).
+    bool pipo_backbone = false;
   };
 
   // Loads a GGUF file. CPU: matrices of every type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
@@ -148,6 +157,7 @@ class LlamaModel {
   std::vector<uint8_t> visible_;      // [max_batch, n_ctx + max_batch] tree masks of the current forward
   std::vector<SeqSegment> segs_;      // [n_seq] at most, reserved at load
   std::vector<int32_t> tokens_, pos_, out_rows_;  // [max_batch] concatenated rows
+  std::vector<float> embd_;                       // [max_batch, d_model] concatenated Batch::embd
 };
 
 }  // namespace specchat

@@ -140,17 +140,42 @@ std::string choose_chat_template(const std::string& file_template, const std::st
   return use;
 }
 
-std::vector<int32_t> ModelPair::encode_prompt(const std::string& text) const {
+std::vector<int32_t> encode_prompt_ids(const Vocab& v, const Tokenizer& tok, const std::string& text) {
   std::vector<int32_t> ids;
-  const Vocab& v = target->vocab();
   if (v.add_bos) ids.push_back(v.bos_id);
-  const std::vector<int32_t> body = tokenizer->encode(text, true);
+  const std::vector<int32_t> body = tok.encode(text, true);
   ids.insert(ids.end(), body.begin(), body.end());
   if (ids.empty()) {
     throw GenerationError("empty_prompt",
                           "the prompt tokenizes to zero tokens and the model adds no BOS");
   }
   return ids;
+}
+
+std::vector<int32_t> encode_chat_ids(const Vocab& v, const Tokenizer& tok, const std::string& template_name,
+                                     const std::vector<ChatMessage>& messages) {
+  std::vector<int32_t> ids;
+  if (v.add_bos) ids.push_back(v.bos_id);
+  // A last assistant message is continued: its text follows the generation prompt, its turn
+  // left open (no dummy prefix: it continues a prompt).
+  const bool cont = !messages.empty() && messages.back().role == "assistant";
+  const std::vector<ChatMessage> rendered(messages.begin(), messages.end() - (cont ? 1 : 0));
+  const std::vector<int32_t> body =
+      tok.encode_chat_pieces(render_chat_pieces(template_name, rendered, true, tok.specials()), true);
+  ids.insert(ids.end(), body.begin(), body.end());
+  if (cont) {
+    const std::vector<int32_t> tail = tok.encode(messages.back().content, false);
+    ids.insert(ids.end(), tail.begin(), tail.end());
+  }
+  if (ids.empty()) {
+    throw GenerationError("empty_prompt",
+                          "the prompt tokenizes to zero tokens and the model adds no BOS");
+  }
+  return ids;
+}
+
+std::vector<int32_t> ModelPair::encode_prompt(const std::string& text) const {
+  return encode_prompt_ids(target->vocab(), *tokenizer, text);
 }
 
 std::vector<ChatPiece> ModelPair::render(const std::vector<ChatMessage>& messages,
@@ -159,24 +184,7 @@ std::vector<ChatPiece> ModelPair::render(const std::vector<ChatMessage>& message
 }
 
 std::vector<int32_t> ModelPair::encode_chat(const std::vector<ChatMessage>& messages) const {
-  std::vector<int32_t> ids;
-  const Vocab& v = target->vocab();
-  if (v.add_bos) ids.push_back(v.bos_id);
-  // A last assistant message is continued: its text follows the generation prompt, its turn
-  // left open (no dummy prefix: it continues a prompt).
-  const bool cont = !messages.empty() && messages.back().role == "assistant";
-  const std::vector<ChatMessage> rendered(messages.begin(), messages.end() - (cont ? 1 : 0));
-  const std::vector<int32_t> body = tokenizer->encode_chat_pieces(render(rendered, true), true);
-  ids.insert(ids.end(), body.begin(), body.end());
-  if (cont) {
-    const std::vector<int32_t> tail = tokenizer->encode(messages.back().content, false);
-    ids.insert(ids.end(), tail.begin(), tail.end());
-  }
-  if (ids.empty()) {
-    throw GenerationError("empty_prompt",
-                          "the prompt tokenizes to zero tokens and the model adds no BOS");
-  }
-  return ids;
+  return encode_chat_ids(target->vocab(), *tokenizer, template_name, messages);
 }
 
 }  // namespace specchat

@@ -72,6 +72,13 @@ struct ModelPair {
   std::vector<ChatPiece> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
 };
 
+// What ModelPair::encode_prompt / encode_chat do, for any model with its tokenizer and template
+// (the PIPO backbone, docs/design/pipo.md): [n_tokens] ids, BOS first when the vocabulary adds
+// one. Throws GenerationError("empty_prompt") when nothing remains.
+std::vector<int32_t> encode_prompt_ids(const Vocab& v, const Tokenizer& tok, const std::string& text);
+std::vector<int32_t> encode_chat_ids(const Vocab& v, const Tokenizer& tok, const std::string& template_name,
+                                     const std::vector<ChatMessage>& messages);
+
 // The chat template for a target whose tokenizer.chat_template is `file_template`:
 // `user_pick` when given (std::invalid_argument if it is not a name), else the recognised family,
 // else `fallback` with a notice appended to `warnings` that names it and how to pick another.

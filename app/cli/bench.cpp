@@ -53,6 +53,9 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
                  "the local engine; the configurations become our server's request parameters");
   cmd.add_option("--api-key", o.common.api_key, "the endpoint's API key (default: $SPECCHAT_API_KEY)");
   cmd.add_option("--remote-model", o.common.model_name, "the model name sent to the endpoint");
+  cmd.add_option("--pipo", o.common.pipo,
+                 "with --suite: the PIPO release the pipo:t=X configurations run (default: the bundled one); "
+                 "APPROXIMATE, reported as such");
   cmd.add_flag("--profile", o.profile,
                "time split per operation (matmul by shape, attention, norms, sampling, overhead) of decode and of "
                "verification; --max-prompts prompts (at most 12), -n tokens each");

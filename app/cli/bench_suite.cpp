@@ -8,6 +8,7 @@
 
 #include "app/cli/bench.h"
 #include "app/cli/data_files.h"
+#include "app/cli/pipo.h"
 #include "app/cli/remote.h"
 #include "app/cli/bench/aggregate.h"
 #include "app/cli/bench/configs.h"
@@ -41,8 +42,11 @@ void print_summary(const bench::Aggregates& agg) {
     if (g.kind != "all" && g.kind != "category" && g.kind != "tier") continue;
     char ci[64];
     std::snprintf(ci, sizeof ci, "%.2fx [%.2f, %.2f]", g.speedup.mean, g.speedup_ci.lo, g.speedup_ci.hi);
-    std::printf("%-24s %4d %-14s %5d %6.2f %7.3f %22s %8.1fms %8.2fms\n", g.config.c_str(), g.concurrency,
-                g.group.c_str(), g.requests, g.tau, g.alpha, ci, g.ttft_ms.p50, g.tpot_ms.p50);
+    std::printf("%-24s %4d %-14s %5d %6.2f %7.3f %22s %8.1fms %8.2fms%s\n", g.config.c_str(), g.concurrency,
+                g.group.c_str(), g.requests, g.tau, g.alpha, ci, g.ttft_ms.p50, g.tpot_ms.p50,
+                g.approximate ? ("  APPROXIMATE (not verified by the target; " + std::to_string(g.divergent) +
+                                 " differ from baseline)").c_str()
+                              : "");
   }
 }
 
@@ -95,6 +99,19 @@ int cmd_bench_suite(BenchOptions& o) {
     pair.emplace(ModelPair::load(po));
     for (const std::string& w : pair->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     bench::EngineBackend backend(*pair, c.threads);
+    // PIPO configurations: the release given with --pipo, else the bundled one; checked against
+    // the target the baseline runs (the release must have been made from it).
+    std::optional<PipoUnit> pipo;
+    if (std::any_of(ro.configs.begin(), ro.configs.end(), [](const bench::BenchConfig& b) { return b.approximate(); })) {
+      PipoLoadOptions lo;
+      lo.backbone.n_threads = c.threads;
+      lo.backbone.backend = parse_backend(c.backend);
+      lo.plain_target = pair->target->path();
+      pipo.emplace(load_pipo_release(pipo_release_path(c.pipo.empty() ? "bundled" : c.pipo), lo));
+      std::fprintf(stderr, "PIPO release '%s' loaded for the pipo configurations (approximate: not verified by the target)\n",
+                   pipo->info.release.c_str());
+      backend.set_pipo(&*pipo);
+    }
     {
       bench::ProgressBar bar;
       run = bench::run_suite(backend, suite, ro, [&](long d, long t, double s) { bar.update(d, t, s); }, &skipped);

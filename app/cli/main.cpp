@@ -8,6 +8,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/pipo.h"
+
 #include "app/cli/bench.h"
 #include "app/cli/calibrate.h"
 #include "app/cli/chat.h"
@@ -91,6 +93,7 @@ json draft_choice_json(const ModelPair& p, const cli::CommonOptions& o) {
 
 int cmd_generate(const cli::CommonOptions& given) {
   if (!given.endpoint.empty()) return cli::cmd_generate_remote(given);
+  if (!given.pipo.empty()) return cli::cmd_generate_pipo(given);
   Loaded l = load(given, given.draft_k > 0 && given.drafter == "model");
   const cli::CommonOptions& o = l.o;
   Generator g(*l.pair.target, l.pair.draft.get());
@@ -115,6 +118,7 @@ int cmd_generate(const cli::CommonOptions& given) {
 }
 
 int cmd_compare(const cli::CommonOptions& given) {
+  if (!given.pipo.empty()) return cli::cmd_compare_pipo(given);
   if (!given.endpoint.empty() || !given.baseline_endpoint.empty()) return cli::cmd_compare_remote(given);
   Loaded l = load(given, given.drafter == "model");
   const cli::CommonOptions& o = l.o;
@@ -160,6 +164,7 @@ int cmd_compare(const cli::CommonOptions& given) {
 json error_json(const std::exception& e) {
   std::string kind = "error";
   if (auto* g = dynamic_cast<const GgufError*>(&e)) kind = gguf_error_kind_name(g->kind());
+  else if (auto* pe = dynamic_cast<const PipoError*>(&e)) kind = std::string("pipo_") + pipo_error_kind_name(pe->kind());
   else if (auto* ge = dynamic_cast<const GenerationError*>(&e)) kind = ge->kind();
   else if (dynamic_cast<const VocabError*>(&e)) {
     kind = std::string(e.what()).find("vocab_mismatch") != std::string::npos ? "vocab_mismatch" : "vocab_error";

@@ -35,6 +35,11 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
       ->check(CLI::IsMember({"model", "ngram", "block", "mtp", "none"}));
   cmd.add_option("--block-drafter", o.block_drafter, "DFlash block drafter GGUF for --drafter block");
   cmd.add_option("--mtp", o.mtp, "MTP head GGUF for --drafter mtp");
+  cmd.add_option("--pipo", o.pipo,
+                 "PIPO release folder (or 'bundled'): the APPROXIMATE dual-end mode, not verified by the target");
+  cmd.add_option("--pipo-threshold", o.pipo_threshold,
+                 "PIPO acceptance_threshold in [0, 1] for the second token (default: the release's recommended)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--tree", o.tree,
                  "draft shape: chain (draft-k tokens), dynamic (EAGLE-2), optimal (Sequoia, from the pair's "
                  "calibration) or auto (N, D and shape chosen from measured timings)")

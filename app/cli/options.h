@@ -22,6 +22,10 @@ struct CommonOptions {
   // drafter GGUF (--block-drafter) and the MTP head GGUF (--mtp); empty = not given.
   std::string block_drafter;
   std::string mtp;
+  // PIPO dual-end mode (docs/design/pipo.md; APPROXIMATE): a release folder or its pipo.json,
+  // "bundled" = resources/models/pipo; empty = off. Threshold < 0 = the release's recommended.
+  std::string pipo;
+  float pipo_threshold = -1.0f;
   std::string tree = tree_mode_name(SpecSettings{}.tree);             // chain | dynamic | optimal | auto
   int node_budget = SpecSettings{}.node_budget;
   int depth = SpecSettings{}.depth;

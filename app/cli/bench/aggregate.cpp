@@ -145,6 +145,11 @@ Aggregates aggregate(const BenchRun& run, const AggregateOptions& opt) {
     const Bucket& b = buckets[key];
     a.groups.push_back(make_group(std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), b.recs,
                                   b.failures, base_latency, opt));
+    GroupAggregate& g = a.groups.back();
+    for (const RequestRecord* r : b.recs) {
+      g.approximate = g.approximate || r->approximate;
+      if (r->approximate && !r->identical) ++g.divergent;
+    }
   }
   std::vector<std::pair<std::string, int>> sorder;
   std::map<std::pair<std::string, int>, SystemAggregate> sys;
@@ -173,6 +178,7 @@ json aggregates_json(const Aggregates& a) {
   for (const GroupAggregate& g : a.groups) {
     groups.push_back({{"config", g.config}, {"concurrency", g.concurrency}, {"kind", g.kind}, {"group", g.group},
                       {"requests", g.requests}, {"failures", g.failures}, {"mean_input_tokens", g.mean_input_tokens},
+                      {"approximate", g.approximate}, {"divergent", g.divergent},
                       {"ttft_ms", summary_json(g.ttft_ms)}, {"tpot_ms", summary_json(g.tpot_ms)},
                       {"latency_ms", summary_json(g.latency_ms)},
                       {"user_tokens_per_s", summary_json(g.user_tokens_per_s)}, {"tau", g.tau},

@@ -27,6 +27,10 @@ struct GroupAggregate {
   std::string group;  // "all", "coding", "low", "low/64"
   int requests = 0;   // non-failed records
   int failures = 0;
+  // An approximate configuration (PIPO): its outputs are not verified by the target; `divergent`
+  // of its requests differ from baseline's (counted in the aggregates, not failures).
+  bool approximate = false;
+  int divergent = 0;
   double mean_input_tokens = 0;
   Summary ttft_ms, tpot_ms, latency_ms, user_tokens_per_s;
   // τ = tokens the steps produced (output tokens plus a final EOS) / verification steps over the group's requests (a ratio of sums, so long

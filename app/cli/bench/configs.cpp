@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -36,9 +38,25 @@ BenchConfig parse_config(const std::string& text) {
   BenchConfig c;
   c.family = parts[0];
   SpecSettings& s = c.settings;
-  if (c.family == "baseline") {
+  if (c.family == "baseline" || c.family == "pipo") {
     s.drafter = DrafterChoice::none;
     s.draft_k = 0;
+    if (c.family == "pipo") {
+      if (parts.size() != 2 || parts[1].rfind("t=", 0) != 0) {
+        throw ConfigError("configuration '" + text + "': pipo takes one key, t = the acceptance threshold (pipo:t=0.85)");
+      }
+      const std::string v = parts[1].substr(2);
+      char* end = nullptr;
+      const float t = std::strtof(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(t >= 0.0f && t <= 1.0f)) {
+        throw ConfigError("configuration '" + text + "': t must be a number in [0, 1]");
+      }
+      c.pipo_threshold = t;
+      char name[32];
+      std::snprintf(name, sizeof name, "pipo:t=%.2f", static_cast<double>(t));
+      c.name = name;
+      return c;
+    }
   } else if (c.family == "chain" || c.family == "ngram" || c.family == "block" || c.family == "mtp") {
     s.drafter = c.family == "chain"   ? DrafterChoice::model
                 : c.family == "ngram" ? DrafterChoice::ngram
@@ -52,7 +70,7 @@ BenchConfig parse_config(const std::string& text) {
     s.tree = c.family == "optimal" ? TreeMode::optimal : TreeMode::dynamic;
   } else {
     throw ConfigError("configuration '" + text + "': unknown family '" + c.family +
-                      "' (baseline, chain, dynamic, optimal, ngram, block, block-tree, mtp, mtp-tree)");
+                      "' (baseline, chain, dynamic, optimal, ngram, block, block-tree, mtp, mtp-tree, pipo)");
   }
   std::set<std::string> seen;
   for (size_t i = 1; i < parts.size(); ++i) {

@@ -8,6 +8,9 @@
 //   block:k=7                     the DFlash block drafter, a chain of k ≤ B − 1 tokens
 //   block-tree:n=16:d=7:b=3       a tree from the block's marginals
 //   mtp:k=2 / mtp-tree:n=10:d=4:b=2  the MTP head, a chain / a dynamic tree
+//   pipo:t=0.85                   the PIPO dual-end mode at acceptance threshold t (APPROXIMATE:
+//                                 not verified by the target; its divergence from baseline is
+//                                 recorded, not a failure; needs --pipo or the bundled release)
 // (block and MTP run where their files are found beside the target; otherwise plain decoding
 // with a warning, as RequestPlanner::plan_tree says.)
 // Omitted keys take SpecSettings' defaults (engine/runtime/spec_settings.h).
@@ -30,7 +33,10 @@ struct BenchConfig {
   std::string name;       // canonical spelling, e.g. "chain:k=4" (also the key in reports)
   std::string family;     // baseline | chain | dynamic | optimal | ngram | block | block-tree | mtp | mtp-tree
   SpecSettings settings;  // drafter none for baseline
+  float pipo_threshold = -1.0f;  // pipo: acceptance_threshold in [0, 1]
   bool baseline() const { return family == "baseline"; }
+  // Not lossless: PIPO (docs/design/pipo.md). Reports label it; its outputs may differ from baseline.
+  bool approximate() const { return family == "pipo"; }
 };
 
 // Parses one configuration. Throws ConfigError naming the text and what is wrong (unknown

@@ -22,6 +22,9 @@ EndpointBackend::~EndpointBackend() {
 
 void EndpointBackend::check_configs(const std::vector<BenchConfig>& configs) {
   for (const BenchConfig& c : configs) {
+    if (c.approximate()) {
+      throw ConfigError("--endpoint: configuration " + c.name + " cannot be asked of a server (PIPO runs locally only)");
+    }
     if (c.settings.drafter == DrafterChoice::block || c.settings.drafter == DrafterChoice::mtp)
       throw ConfigError("--endpoint: configuration " + c.name +
                         " cannot be asked of a server (no request parameter selects the block drafter or MTP head)");

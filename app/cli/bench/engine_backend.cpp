@@ -50,9 +50,62 @@ void EngineBackend::clear_cache() { engine_.clear_cache(); }
 int64_t EngineBackend::submit(const GenerateRequest& req, TokenCallback on_token) {
   return engine_.submit(req, std::move(on_token));
 }
-void EngineBackend::step() { engine_.step(); }
-bool EngineBackend::finished(int64_t id) const { return engine_.finished(id); }
-GenerationResult EngineBackend::take(int64_t id) { return engine_.take(id); }
+int64_t EngineBackend::submit_config(const BenchConfig& c, const BenchPrompt& p, const GenerateRequest& req,
+                                     TokenCallback on_token) {
+  if (!c.approximate()) return submit_prompt(p, req, std::move(on_token));
+  if (!pipo_) throw std::runtime_error("configuration " + c.name + ": no PIPO release loaded (bench --pipo DIR)");
+  PipoSession s(*pipo_);  // a fresh session: a cold start, as clear_cache gives the engine
+  PipoGenerateOptions o;
+  o.max_tokens = req.max_tokens;
+  o.sampling = req.sampling;
+  o.settings.acceptance_threshold = c.pipo_threshold;
+  o.settings.raw_context = pipo_->backbone->n_ctx();
+  const Vocab& v = pipo_->backbone->vocab();
+  o.stop_ids.push_back(v.eos_id);
+  if (v.eot_id >= 0) o.stop_ids.push_back(v.eot_id);
+  GenerationResult res;
+  o.on_tokens = [&](std::span<const int32_t> ids) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (v.is_eog(ids[i])) continue;
+      res.tokens.push_back(ids[i]);
+      res.drafted.push_back(i == 1 ? 1 : 0);  // token 2 is the head's (the "draft" of the step)
+      TokenEvent e;
+      e.id = ids[i];
+      e.drafted = i == 1;
+      if (on_token) on_token(e);
+    }
+    return true;
+  };
+  std::vector<int32_t> pairs = req.prompt;
+  if (pairs.size() % 2) pairs.push_back(kPipoPad);
+  const PipoReply r = pipo_generate(s, pairs, o);
+  res.finish = r.stop_reason == "stop" ? FinishReason::eos : r.stop_reason == "context" ? FinishReason::context_full
+                                                                                     : FinishReason::length;
+  GenerationStats& st = res.stats;
+  st.n_prompt = static_cast<int>(req.prompt.size());
+  st.n_generated = static_cast<int>(res.tokens.size());
+  st.n_steps = static_cast<int>(r.counters.steps);
+  st.n_target_tokens = static_cast<int>(r.counters.raw_tokens);
+  st.n_drafted = static_cast<int>(r.counters.head_runs);
+  st.n_accepted = static_cast<int>(r.counters.accepted);
+  st.ttft_ms = 1000.0 * r.ttft_s;
+  st.decode_ms = 1000.0 * (r.total_s - r.ttft_s);
+  const int64_t id = next_pipo_id_++;
+  pipo_done_[id] = std::move(res);
+  return id;
+}
+
+void EngineBackend::step() {
+  if (engine_.n_active() > 0) engine_.step();
+}
+bool EngineBackend::finished(int64_t id) const { return pipo_done_.count(id) ? true : engine_.finished(id); }
+GenerationResult EngineBackend::take(int64_t id) {
+  const auto it = pipo_done_.find(id);
+  if (it == pipo_done_.end()) return engine_.take(id);
+  GenerationResult r = std::move(it->second);
+  pipo_done_.erase(it);
+  return r;
+}
 
 void describe_machine_and_models(RunMeta& m, const ModelPair& pair, const std::string& backend) {
   m.date_utc = utc_now_iso();

@@ -6,7 +6,10 @@
 #include <memory>
 
 #include "app/cli/bench/runner.h"
+#include <map>
+
 #include "engine/model_pair.h"
+#include "engine/pipo/pipo_session.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/request_planner.h"
 
@@ -24,6 +27,13 @@ class EngineBackend : public BenchBackend {
   SpecConfig plan(const BenchConfig& c, const std::vector<int32_t>& prompt) override;
   void clear_cache() override;
   int64_t submit(const GenerateRequest& req, TokenCallback on_token) override;
+  // pipo configurations run on the PIPO unit (set_pipo), one request at a time, to its end
+  // here (pipo_generate); the others go to the engine. Throws std::runtime_error for a pipo
+  // configuration without a unit.
+  int64_t submit_config(const BenchConfig& c, const BenchPrompt& p, const GenerateRequest& req,
+                        TokenCallback on_token) override;
+  // The PIPO release the pipo configurations run on (null = none; must outlive the backend).
+  void set_pipo(PipoUnit* unit) { pipo_ = unit; }
   void step() override;
   bool finished(int64_t id) const override;
   GenerationResult take(int64_t id) override;
@@ -34,6 +44,9 @@ class EngineBackend : public BenchBackend {
   ModelPair& pair_;
   Engine engine_;
   RequestPlanner planner_;
+  PipoUnit* pipo_ = nullptr;
+  int64_t next_pipo_id_ = int64_t{1} << 50;  // ids of PIPO requests (apart from the engine's)
+  std::map<int64_t, GenerationResult> pipo_done_;
 };
 
 // Fills the report header's machine and model fields of `m` for a run on `pair`: date, SpecChat

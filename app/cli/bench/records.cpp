@@ -14,6 +14,7 @@ json record_json(const RequestRecord& r) {
           {"ttft_ms", r.ttft_ms}, {"latency_ms", r.latency_ms}, {"tpot_ms", r.tpot_ms},
           {"accept_lengths", r.accept_lengths}, {"accepted_at", r.accepted_at}, {"draft_steps", r.draft_steps},
           {"output_hash", r.output_hash}, {"identical", r.identical}, {"first_diff", r.first_diff},
+          {"approximate", r.approximate},
           {"error", r.error}};
 }
 
@@ -43,6 +44,7 @@ RequestRecord record_from_json(const json& j) {
   r.draft_steps = j.at("draft_steps");
   r.output_hash = j.at("output_hash");
   r.identical = j.at("identical");
+  r.approximate = j.value("approximate", false);
   r.first_diff = j.at("first_diff");
   r.error = j.at("error");
   return r;

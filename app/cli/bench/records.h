@@ -43,10 +43,13 @@ struct RequestRecord {
   // kept out of every aggregate. first_diff = first differing token index, -1 when identical.
   bool identical = true;
   int first_diff = -1;
+  // An approximate configuration (PIPO): a difference from baseline is its measured divergence,
+  // not a failure.
+  bool approximate = false;
   std::string error;                      // non-empty: the request failed (also a failure)
 
   double user_tokens_per_s() const { return latency_ms > 0 ? output_tokens / (latency_ms / 1000.0) : 0; }
-  bool failed() const { return !identical || !error.empty(); }
+  bool failed() const { return (!identical && !approximate) || !error.empty(); }
 };
 
 struct WaveRecord {

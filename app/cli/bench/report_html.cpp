@@ -119,6 +119,21 @@ std::string report_html(const BenchRun& run, const Aggregates& agg, const std::v
        "and repeat (end to end, both models' prefill included). τ = output tokens per target step; α = accepted / "
        "drafted. Intervals are 95% percentile-bootstrap intervals over requests. Greedy decoding: every "
        "speculative output must equal baseline's, token for token.</p>\n";
+  // Approximate configurations (PIPO): labelled, with their divergence from baseline.
+  {
+    std::map<std::string, std::pair<int, int>> approx;  // config -> (requests, differing from baseline)
+    for (const RequestRecord& r : run.records) {
+      if (!r.approximate || !r.error.empty()) continue;
+      auto& [n, diff] = approx[r.config];
+      ++n;
+      if (!r.identical) ++diff;
+    }
+    for (const auto& [cfg, nd] : approx) {
+      o << "<p class=\"fail\">APPROXIMATE: " << html_escape(cfg)
+        << " is not verified by the target (PIPO dual-end mode); " << nd.second << " of " << nd.first
+        << " outputs differ from baseline. Its speedups trade exactness for speed.</p>\n";
+    }
+  }
   // Failures.
   std::vector<const RequestRecord*> failed;
   for (const RequestRecord& r : run.records) {

@@ -114,6 +114,7 @@ BenchRun run_suite(BenchBackend& be, const BenchSuite& suite, const RunOptions& 
           for (size_t i = 0; i < n; ++i) {
             RequestRecord& r = recs[i];
             const Prepared& pp = prompts[w0 + i];
+            r.approximate = cfg.approximate();
             r.prompt_id = pp.prompt->id;
             r.category = pp.prompt->category;
             r.tier = pp.prompt->tier;
@@ -126,7 +127,7 @@ BenchRun run_suite(BenchBackend& be, const BenchSuite& suite, const RunOptions& 
             r.max_tokens = pp.max_tokens;
             ids[i] = -1;
             try {
-              ids[i] = be.submit_prompt(*pp.prompt, reqs[i], [&, i](const TokenEvent&) {
+              ids[i] = be.submit_config(cfg, *pp.prompt, reqs[i], [&, i](const TokenEvent&) {
                 last[i] = Clock::now();
                 if (!got_first[i]) {
                   got_first[i] = true;

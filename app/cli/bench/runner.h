@@ -37,6 +37,12 @@ class BenchBackend {
   virtual int64_t submit_prompt(const BenchPrompt& /*p*/, const GenerateRequest& req, TokenCallback on_token) {
     return submit(req, std::move(on_token));
   }
+  // The runner submits through this: a backend that runs an approximate configuration (PIPO)
+  // outside the engine does it here; the default is submit_prompt.
+  virtual int64_t submit_config(const BenchConfig& /*c*/, const BenchPrompt& p, const GenerateRequest& req,
+                                TokenCallback on_token) {
+    return submit_prompt(p, req, std::move(on_token));
+  }
   virtual void step() = 0;
   virtual bool finished(int64_t id) const = 0;
   virtual GenerationResult take(int64_t id) = 0;
@@ -63,7 +69,8 @@ using ProgressFn = std::function<void(long done, long total, double elapsed_s)>;
 // (input + 1 token + the largest draft depth > n_ctx) are skipped with a note in `skipped`.
 // max_tokens per prompt = min(opt.max_tokens, n_ctx - input - depth - 1), the same for every
 // configuration. Greedy (T = 0) only: speculative outputs must equal baseline's token for token;
-// a difference sets identical = false and first_diff (a failure, RequestRecord::failed). A
+// a difference sets identical = false and first_diff (a failure, RequestRecord::failed, except
+// for an approximate configuration, whose records say approximate and count it as divergence). A
 // request that throws records its error. Throws std::invalid_argument for bad options
 // (no configs, concurrency outside 1..capacity, repeat < 1).
 BenchRun run_suite(BenchBackend& backend, const BenchSuite& suite, const RunOptions& opt, const ProgressFn& progress,

@@ -89,7 +89,8 @@ def write_dflash(dm, path, name, steps=0, target_path=TARGET_PATH):
     w.write(path)
 
 
-def write_mtp(mtp, path, name, steps=0, target_path=TARGET_PATH):
+def write_mtp(mtp, path, name, steps=0, target_path=TARGET_PATH, extra_kv=()):
+    """extra_kv: more (key, type, value) entries (PIPO's pipo.* keys); none by default."""
     c = mtp.c
     w = GGUFWriter()
     a = "specchat-mtp"
@@ -109,6 +110,8 @@ def write_mtp(mtp, path, name, steps=0, target_path=TARGET_PATH):
     w.add(p + "attention.layer_norm_rms_epsilon", T_F32, c.norm_eps)
     w.add("specchat.training_steps", T_U32, steps)
     bind(w, target_path)
+    for k, t, v in extra_kv:
+        w.add(k, t, v)
     sd = {k: v.numpy() for k, v in mtp.state_dict().items()}
     w.add_tensor("blk.0.nextn.eh_proj.weight", sd["eh_proj.weight"])
     w.add_tensor("blk.0.nextn.enorm.weight", sd["enorm.weight"])

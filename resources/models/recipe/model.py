@@ -129,6 +129,17 @@ class Llama(nn.Module):
             x = b(x, cos, sin, mask)
         return self.out(self.norm(x))
 
+    def hidden_from_embeds(self, x):
+        """x: [B, T, d] input embeddings at positions 0..T-1 (instead of the token lookup) ->
+        the residual stream after the last block [B, T, d] (before the final norm). PIPO's
+        backbone runs on pair latents this way (docs/design/pipo.md); forward() is unchanged."""
+        T = x.shape[1]
+        cos, sin = self.cos[:T], self.sin[:T]
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        for b in self.blocks:
+            x = b(x, cos, sin, mask)
+        return x
+
     def n_params(self, exclude_embeddings=False):
         n = sum(p.numel() for p in self.parameters())
         if exclude_embeddings:

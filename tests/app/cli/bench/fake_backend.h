@@ -20,6 +20,8 @@ class FakeBackend : public BenchBackend {
   int accept_per_step = 2;
   int mismatch_prompt_len = -1;
   int mismatch_at = 3;
+  // Approximate configurations (pipo) differ from baseline at this token of every output (-1 = never).
+  int approximate_diff_at = 2;
   long submitted = 0;
   int max_active_seen = 0;
 
@@ -47,6 +49,12 @@ class FakeBackend : public BenchBackend {
     max_active_seen = std::max(max_active_seen, static_cast<int>(active_.size()));
     return id;
   }
+  int64_t submit_config(const BenchConfig& c, const BenchPrompt& p, const GenerateRequest& req,
+                        TokenCallback cb) override {
+    const int64_t id = submit_prompt(p, req, std::move(cb));
+    active_[id].approximate = c.approximate();
+    return id;
+  }
   void step() override {
     for (auto& [id, s] : active_) {
       if (s.done) continue;
@@ -59,6 +67,7 @@ class FakeBackend : public BenchBackend {
         const int i = static_cast<int>(s.res.tokens.size());
         int32_t tok = static_cast<int32_t>((s.base + i) % 1000);
         if (spec && static_cast<int>(s.req.prompt.size()) == mismatch_prompt_len && i == mismatch_at) tok += 1;
+        if (s.approximate && i == approximate_diff_at) tok += 1;
         const bool drafted = spec && e < emit - 1;
         s.res.tokens.push_back(tok);
         s.res.drafted.push_back(drafted ? 1 : 0);
@@ -87,6 +96,7 @@ class FakeBackend : public BenchBackend {
     GenerationResult res;
     long base = 0;
     bool done = false;
+    bool approximate = false;
   };
   std::map<int64_t, Seq> active_;
   int64_t next_ = 0;

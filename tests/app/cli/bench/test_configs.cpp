@@ -51,3 +51,19 @@ TEST_CASE("configs: bad text is refused with a message", "[unit][bench]") {
     CHECK(std::string(e.what()).find("1..64") != std::string::npos);
   }
 }
+
+TEST_CASE("configs: pipo is an approximate configuration with a threshold", "[unit][bench][pipo]") {
+  const auto cs = parse_configs("baseline,pipo:t=0.85,pipo:t=1");
+  REQUIRE(cs.size() == 3);
+  CHECK_FALSE(cs[0].approximate());
+  CHECK(cs[1].name == "pipo:t=0.85");
+  CHECK(cs[1].approximate());
+  CHECK(cs[1].pipo_threshold == Approx(0.85f));
+  CHECK(cs[1].settings.draft_k == 0);
+  CHECK(cs[2].name == "pipo:t=1.00");
+  CHECK_THROWS_AS(parse_config("pipo"), ConfigError);
+  CHECK_THROWS_AS(parse_config("pipo:t=1.5"), ConfigError);
+  CHECK_THROWS_AS(parse_config("pipo:t=x"), ConfigError);
+  CHECK_THROWS_AS(parse_config("pipo:k=4"), ConfigError);
+  CHECK_THROWS_AS(parse_configs("pipo:t=0.5,pipo:t=0.50"), ConfigError);  // the same configuration
+}

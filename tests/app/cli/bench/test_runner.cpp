@@ -114,3 +114,31 @@ TEST_CASE("runner: prompts that cannot fit the context are skipped and named", "
   CHECK(skipped.size() == 2);
   for (const RequestRecord& r : run.records) CHECK(r.max_tokens == 20 - r.input_tokens - 4 - 1);
 }
+
+TEST_CASE("runner: an approximate configuration's divergence is recorded and labelled, not a failure",
+          "[unit][bench][pipo]") {
+  test::FakeBackend be;
+  const BenchSuite s = test::fake_suite({"coding"}, 3);
+  RunOptions o = opts({1});
+  o.configs = parse_configs("baseline,pipo:t=0.85");
+  const BenchRun run = run_suite(be, s, o, {});
+  int approx = 0;
+  for (const RequestRecord& r : run.records) {
+    CHECK_FALSE(r.failed());
+    if (r.config != "pipo:t=0.85") continue;
+    ++approx;
+    CHECK(r.approximate);
+    CHECK_FALSE(r.identical);
+    CHECK(r.first_diff == 2);
+  }
+  CHECK(approx == 3);
+  const Aggregates a = aggregate(run);
+  CHECK(a.failures == 0);
+  const GroupAggregate& g = group(a, "pipo:t=0.85", 1, "coding");
+  CHECK(g.approximate);
+  CHECK(g.divergent == 3);
+  CHECK(g.requests == 3);
+  CHECK_FALSE(group(a, "baseline", 1, "coding").approximate);
+  // The JSON record keeps the label.
+  CHECK(record_from_json(record_json(run.records.back())).approximate == run.records.back().approximate);
+}

@@ -1,0 +1,269 @@
+#include "app/cli/pipo.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "engine/generator.h"
+#include "engine/model_pair.h"
+#include "engine/tokenizer.h"
+
+namespace specchat::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kLabel = "approximate: not verified by the target";
+
+struct PipoRun {
+  PipoUnit unit;
+  std::unique_ptr<Tokenizer> tok;
+  std::string template_name;
+  std::vector<int32_t> prompt;  // raw ids
+  PipoSettings settings;
+};
+
+// `with_target`: the plain target runs too (compare): --model, else the release's target file,
+// checked against the release's target sha256.
+PipoRun load_pipo(const CommonOptions& o, bool with_target) {
+  PipoRun r;
+  const std::string path = pipo_release_path(o.pipo);
+  PipoLoadOptions lo;
+  lo.plain_target = with_target ? o.model : "";
+  lo.check_release_target = with_target;
+  lo.backbone.n_threads = o.threads;
+  lo.backbone.backend = parse_backend(o.backend);
+  // The user-facing context is raw tokens; the backbone's cache holds pairs (a step that drops
+  // token 2 spends a whole pair on one token, so the latent limit is min(n_ctx_train, raw)).
+  r.unit = load_pipo_release(path, lo);
+  const int train_ctx = r.unit.backbone->config().n_ctx_train;
+  r.settings.raw_context = o.n_ctx > 0 ? o.n_ctx : train_ctx;
+  r.settings.acceptance_threshold = o.pipo_threshold >= 0 ? o.pipo_threshold : r.unit.info.recommended_threshold;
+  r.settings.validate();
+  const int latent = r.settings.latent_context(train_ctx);
+  if (latent < r.unit.backbone->n_ctx()) {
+    lo.backbone.n_ctx = latent;  // a smaller KV pool when the user asked for a shorter context
+    r.unit = load_pipo_release(path, lo);
+  }
+  r.tok = std::make_unique<Tokenizer>(r.unit.backbone->vocab());
+  std::vector<std::string> warnings;
+  r.template_name = choose_chat_template(r.unit.backbone->vocab().chat_template, o.chat_template, "chatml", warnings);
+  for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (o.chat_given) {
+    std::vector<ChatMessage> msgs = o.messages;
+    if (msgs.empty()) {
+      if (!o.system.empty()) msgs.push_back({"system", o.system});
+      msgs.push_back({"user", o.chat});
+    }
+    r.prompt = encode_chat_ids(r.unit.backbone->vocab(), *r.tok, r.template_name, msgs);
+  } else {
+    r.prompt = encode_prompt_ids(r.unit.backbone->vocab(), *r.tok, o.prompt);
+  }
+  // The start-up log: which parts loaded (the release is one unit or nothing).
+  std::fprintf(stderr,
+               "PIPO release '%s' (%s): backbone %s, MTP head %s, compressor + confidence head %s; threshold %.2f, "
+               "context %d raw tokens / %d pairs. PIPO is %s.\n",
+               r.unit.info.release.c_str(), r.unit.info.manifest_path.c_str(), r.unit.backbone->path().c_str(),
+               r.unit.mtp->path().c_str(), "io.gguf", r.settings.acceptance_threshold, r.settings.raw_limit(train_ctx),
+               r.settings.latent_context(train_ctx), kLabel);
+  return r;
+}
+
+std::vector<int32_t> pair_aligned(std::vector<int32_t> ids) {
+  if (ids.size() % 2) ids.push_back(kPipoPad);
+  return ids;
+}
+
+// The reply's visible tokens: raw ids without a final end-of-turn token.
+std::vector<int32_t> visible(const std::vector<int32_t>& raw, const Vocab& v) {
+  std::vector<int32_t> out = raw;
+  while (!out.empty() && v.is_eog(out.back())) out.pop_back();
+  return out;
+}
+
+// Runs one reply, streaming text to stdout when `stream`; stop strings end it (text cut there).
+PipoReply run_reply(PipoRun& r, const CommonOptions& o, bool stream, std::string* text) {
+  PipoSession s(r.unit);
+  PipoGenerateOptions g;
+  g.max_tokens = o.n;
+  g.sampling.temperature = o.temp;
+  g.sampling.top_k = o.top_k;
+  g.sampling.top_p = o.top_p;
+  g.sampling.seed = o.seed;
+  g.settings = r.settings;
+  const Vocab& v = r.unit.backbone->vocab();
+  g.stop_ids.push_back(v.eos_id);
+  if (v.eot_id >= 0) g.stop_ids.push_back(v.eot_id);
+  std::vector<int32_t> so_far;
+  size_t printed = 0;
+  g.on_tokens = [&](std::span<const int32_t> ids) {
+    for (int32_t t : ids) {
+      if (!v.is_eog(t)) so_far.push_back(t);
+    }
+    std::string t = r.tok->decode(so_far);
+    bool stop = false;
+    for (const std::string& st : o.stop) {
+      const size_t at = st.empty() ? std::string::npos : t.find(st);
+      if (at != std::string::npos) {
+        t.resize(at);
+        stop = true;
+      }
+    }
+    // Hold back a trailing U+FFFD (a multi-byte character not yet complete).
+    size_t safe = t.size();
+    if (!stop && safe >= 3 && t.compare(safe - 3, 3, "\xEF\xBF\xBD") == 0) safe -= 3;
+    if (stream && safe > printed) {
+      std::fwrite(t.data() + printed, 1, safe - printed, stdout);
+      std::fflush(stdout);
+      printed = safe;
+    }
+    *text = t;
+    return !stop;
+  };
+  PipoReply rep = pipo_generate(s, pair_aligned(r.prompt), g);
+  if (rep.stop_reason == "cancelled") rep.stop_reason = "stop";  // a stop string
+  if (stream) {
+    if (text->size() > printed) std::fwrite(text->data() + printed, 1, text->size() - printed, stdout);
+    std::printf("\n");
+  }
+  return rep;
+}
+
+double tpot_ms(const PipoReply& r) {
+  const long rest = r.counters.raw_tokens - r.first_step_tokens;
+  return rest > 0 ? 1000.0 * (r.total_s - r.ttft_s) / static_cast<double>(rest) : 0.0;
+}
+
+std::string stats_text(const PipoReply& r, int prompt_tokens) {
+  char b[400];
+  std::snprintf(b, sizeof b,
+                "[pipo: %s] %ld tokens in %ld steps (%.2f tokens/step), token 2 kept %ld/%ld (%.0f%%), "
+                "latent %d pairs for %d raw tokens, TTFT %.1f ms, TPOT %.2f ms, stop: %s",
+                kLabel, r.counters.raw_tokens, r.counters.steps, r.counters.tokens_per_step(), r.counters.accepted,
+                r.counters.head_runs, 100.0 * r.counters.acceptance_rate(),
+                r.prompt_pairs + static_cast<int>(r.new_pairs.size() / 2),
+                prompt_tokens + static_cast<int>(r.counters.raw_tokens), 1000.0 * r.ttft_s, tpot_ms(r),
+                r.stop_reason.c_str());
+  return b;
+}
+
+}  // namespace
+
+std::string pipo_release_path(const std::string& given) {
+  return given == "bundled" ? (std::filesystem::path(bundled_models_dir()) / "pipo").string() : given;
+}
+
+json pipo_json(const PipoUnit& u, const PipoSettings& st, const PipoReply& r, int prompt_tokens) {
+  const int train_ctx = u.backbone->config().n_ctx_train;
+  const int latent_len = r.prompt_pairs + static_cast<int>(r.new_pairs.size() / 2);
+  const long raw_len = prompt_tokens + r.counters.raw_tokens;
+  const MemoryInfo mem = u.backbone->memory();
+  const double kv_per_pair = static_cast<double>(mem.kv_bytes) / static_cast<double>(std::max(1, u.backbone->n_ctx()));
+  json j;
+  j["mode"] = "pipo";
+  j["approximate"] = true;
+  j["label"] = kLabel;
+  j["release"] = u.info.release;
+  j["manifest"] = u.info.manifest_path;
+  j["target_sha256"] = u.info.target_sha256;
+  j["parts_loaded"] = {{"backbone", u.backbone->path()},
+                       {"mtp_head", u.mtp->path()},
+                       {"compressor", true},
+                       {"confidence_head", true}};
+  j["settings"] = {{"pair_size", st.pair_size},
+                   {"extra_draft_tokens", st.extra_draft_tokens},
+                   {"acceptance_threshold", st.acceptance_threshold},
+                   {"raw_context", st.raw_limit(train_ctx)},
+                   {"latent_context", st.latent_context(train_ctx)}};
+  j["steps"] = r.counters.steps;
+  j["head_runs"] = r.counters.head_runs;
+  j["token2_accepted"] = r.counters.accepted;
+  j["token2_acceptance_rate"] = r.counters.acceptance_rate();
+  j["tokens_per_step"] = r.counters.tokens_per_step();
+  j["latent_length"] = latent_len;
+  j["raw_length"] = raw_len;
+  j["compression"] = latent_len > 0 ? static_cast<double>(raw_len) / latent_len : 0.0;
+  j["kv_bytes_per_raw_token"] = raw_len > 0 ? kv_per_pair * latent_len / static_cast<double>(raw_len) : 0.0;
+  j["prompt_pairs"] = r.prompt_pairs;
+  j["ttft_ms"] = 1000.0 * r.ttft_s;
+  j["tpot_ms"] = tpot_ms(r);
+  j["total_ms"] = 1000.0 * r.total_s;
+  j["stop_reason"] = r.stop_reason;
+  j["quality"] = json::parse(u.info.quality_json, nullptr, false);
+  return j;
+}
+
+int cmd_generate_pipo(const CommonOptions& o) {
+  PipoRun r = load_pipo(o, false);
+  std::string text;
+  const PipoReply rep = run_reply(r, o, !o.json, &text);
+  if (o.json) {
+    json j;
+    j["text"] = text;
+    j["tokens"] = visible(rep.raw, r.unit.backbone->vocab());
+    j["pairs"] = rep.new_pairs;
+    j["prompt_tokens"] = r.prompt.size();
+    j["pipo"] = pipo_json(r.unit, r.settings, rep, static_cast<int>(r.prompt.size()));
+    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  } else {
+    std::fprintf(stderr, "%s\n", stats_text(rep, static_cast<int>(r.prompt.size())).c_str());
+  }
+  return 0;
+}
+
+int cmd_compare_pipo(const CommonOptions& o) {
+  // The plain target: --model, else the file the release names (checked against its sha256).
+  PipoRun r = load_pipo(o, true);
+  const std::string target = o.model.empty() ? r.unit.info.target_file : o.model;
+  PairOptions po;
+  po.target_path = target;
+  po.n_ctx = o.n_ctx;
+  po.n_threads = o.threads;
+  ModelPair base = ModelPair::load(po);
+  Generator g(*base.target, nullptr);
+  GenerateRequest req;
+  req.prompt = r.prompt;
+  req.max_tokens = o.n;
+  req.sampling.temperature = o.temp;
+  req.sampling.top_k = o.top_k;
+  req.sampling.top_p = o.top_p;
+  req.sampling.seed = o.seed;
+  req.spec.draft_k = 0;
+  req.stop_strings = o.stop;
+  g.warm_up(req);
+  const GenerationResult b = g.generate(req);
+  std::string text;
+  (void)run_reply(r, o, false, &text);  // warm-up: pages and pool, as the baseline's
+  const PipoReply p = run_reply(r, o, false, &text);
+  const std::vector<int32_t> pv = visible(p.raw, r.unit.backbone->vocab());
+  size_t first_diff = 0;
+  while (first_diff < pv.size() && first_diff < b.tokens.size() && pv[first_diff] == b.tokens[first_diff]) ++first_diff;
+  const bool identical = first_diff == pv.size() && first_diff == b.tokens.size();
+  const double ttft_speedup = p.ttft_s > 0 ? b.stats.ttft_ms / (1000.0 * p.ttft_s) : 0.0;
+  const double tpot_speedup = tpot_ms(p) > 0 ? b.stats.tpot_ms() / tpot_ms(p) : 0.0;
+  if (o.json) {
+    json j;
+    j["baseline"] = {{"text", b.text}, {"tokens", b.tokens}, {"ttft_ms", b.stats.ttft_ms}, {"tpot_ms", b.stats.tpot_ms()},
+                     {"lossless", true}};
+    j["pipo"] = pipo_json(r.unit, r.settings, p, static_cast<int>(r.prompt.size()));
+    j["pipo"]["text"] = text;
+    j["pipo"]["tokens"] = pv;
+    j["divergence"] = {{"identical", identical},
+                       {"first_difference", identical ? json(nullptr) : json(first_diff)},
+                       {"common_prefix_tokens", first_diff}};
+    j["ttft_speedup"] = ttft_speedup;
+    j["tpot_speedup"] = tpot_speedup;
+    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  } else {
+    std::cout << "=== baseline (plain target, lossless) ===\n" << b.text << "\n\n=== PIPO (" << kLabel << ") ===\n"
+              << text << "\n" << stats_text(p, static_cast<int>(r.prompt.size())) << "\n\n";
+    std::printf("TTFT %.2fx, TPOT %.2fx (baseline / PIPO); %s\n", ttft_speedup, tpot_speedup,
+                identical ? "identical tokens"
+                          : ("diverges from the baseline at token " + std::to_string(first_diff)).c_str());
+  }
+  return 0;
+}
+
+}  // namespace specchat::cli

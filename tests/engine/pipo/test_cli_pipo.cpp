@@ -1,0 +1,137 @@
+// specchat-cli's PIPO mode end to end on a tiny release unit (pipo_fixture.h) made from the
+// bundled target's sha256: generate and compare label it approximate, state which parts loaded,
+// report the monitoring counters; a mixed release is refused with its kind; bench runs it as a
+// configuration labelled approximate.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/cli_runner.h"
+#include "engine/drafters/sha256.h"
+#include "engine/pipo/pipo_fixture.h"
+
+using namespace specchat;
+using namespace specchat::test;
+
+namespace {
+
+// A unit bound to the bundled target (so compare and bench can check it against the baseline's).
+struct BoundUnit {
+  PipoFixture f{1024};  // the bundled target's context, so every bench prompt fits
+  BoundUnit() {
+    f.target_sha = sha256_file_hex(target_model());
+    f.write();
+  }
+  std::string dir() const { return f.dir.path.string(); }
+};
+
+}  // namespace
+
+TEST_CASE("cli: generate --pipo is labelled approximate and reports the mode's counters", "[model][pipo]") {
+  BoundUnit u;
+  const CliResult r = run_cli({"generate", "--pipo", u.dir(), "--pipo-threshold", "0.3", "--prompt", "Once upon a time",
+                               "-n", "10", "--json"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.json_ok);
+  const auto& p = r.json["pipo"];
+  CHECK(p["approximate"] == true);
+  CHECK(p["label"] == "approximate: not verified by the target");
+  CHECK(p["release"] == "test-release-1");
+  CHECK(p["parts_loaded"]["compressor"] == true);
+  CHECK(p["parts_loaded"]["mtp_head"].get<std::string>().find("mtp.gguf") != std::string::npos);
+  CHECK(p["settings"]["pair_size"] == 2);
+  CHECK(p["settings"]["extra_draft_tokens"] == 1);
+  CHECK(p["settings"]["acceptance_threshold"].get<double>() == Approx(0.3));
+  CHECK(p["settings"]["latent_context"].get<int>() <= p["settings"]["raw_context"].get<int>());
+  const int steps = p["steps"];
+  CHECK(steps > 0);
+  CHECK(p["head_runs"].get<int>() <= steps);
+  CHECK(p["token2_accepted"].get<int>() <= p["head_runs"].get<int>());
+  CHECK(p["latent_length"].get<int>() <= p["raw_length"].get<int>());
+  CHECK(r.json["tokens"].size() <= 10);
+  CHECK(r.json["pairs"].size() == static_cast<size_t>(2 * steps));
+  // The start-up log names the release and what loaded.
+  CHECK(r.err.find("PIPO release 'test-release-1'") != std::string::npos);
+  CHECK(r.err.find("MTP head") != std::string::npos);
+}
+
+TEST_CASE("cli: --pipo-threshold 1 never runs the head: one token per step", "[model][pipo]") {
+  BoundUnit u;
+  const CliResult r = run_cli({"generate", "--pipo", u.dir(), "--pipo-threshold", "1", "--prompt", "Once upon a time",
+                               "-n", "6", "--json"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.json["pipo"]["head_runs"] == 0);
+  CHECK(r.json["pipo"]["tokens_per_step"].get<double>() == Approx(1.0));
+}
+
+TEST_CASE("cli: a mixed PIPO release is refused with its kind, never run plainly", "[model][pipo]") {
+  PipoFixture f;
+  f.part_release["mtp"] = "other-release";
+  f.write();
+  const CliResult r = run_cli({"generate", "--pipo", f.dir.path.string(), "--prompt", "Hi", "-n", "4", "--json"});
+  INFO(r.describe());
+  CHECK(r.exit_code == 1);
+  REQUIRE(r.json_ok);
+  CHECK(r.json["error"]["kind"] == "pipo_mixed_release");
+  CHECK(r.json["error"]["message"].get<std::string>().find("other-release") != std::string::npos);
+  CHECK_FALSE(r.json.contains("text"));
+  // The backbone alone, as a plain model, is refused too.
+  const CliResult b = run_cli({"generate", "--model", f.path("backbone"), "--draft", "none", "--prompt", "Hi", "-n", "4",
+                               "--json"});
+  CHECK(b.exit_code == 1);
+  CHECK(b.out.find("PIPO release") != std::string::npos);
+}
+
+TEST_CASE("cli: compare --pipo shows the baseline, PIPO's divergence and its speedups", "[model][pipo]") {
+  BoundUnit u;
+  const CliResult r = run_cli({"compare", "--pipo", u.dir(), "--model", target_model(), "--pipo-threshold", "0.5",
+                               "--chat", "Tell me a story.", "-n", "8", "--json"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.json_ok);
+  CHECK(r.json["baseline"]["lossless"] == true);
+  CHECK(r.json["pipo"]["approximate"] == true);
+  CHECK(r.json["divergence"].contains("identical"));
+  CHECK(r.json["ttft_speedup"].get<double>() > 0);
+  // Another plain target than the release's is refused.
+  const CliResult bad = run_cli({"compare", "--pipo", u.dir(), "--model", draft_model(), "--chat", "Hi", "-n", "4", "--json"});
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.json["error"]["kind"] == "pipo_target_mismatch");
+}
+
+TEST_CASE("cli: bench runs pipo as a configuration and labels it approximate", "[model][pipo][bench]") {
+  BoundUnit u;
+  const std::string report = u.f.dir.file("report");
+  const CliResult r = run_cli({"bench", "--suite", "qualitative", "--per-group", "1", "--configs", "baseline,pipo:t=0.5",
+                               "--pipo", u.dir(), "-n", "6", "--report", report},
+                              600);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("APPROXIMATE") != std::string::npos);
+  std::ifstream in(report + "/summary.csv");
+  REQUIRE(in);
+  std::string header, line;
+  std::getline(in, header);
+  CHECK(header.find(",approximate,divergent") != std::string::npos);
+  bool pipo_row = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("pipo:t=0.50,", 0) != 0) continue;
+    pipo_row = true;
+    std::vector<std::string> fields;
+    std::string cur;
+    for (char ch : line + ",") {
+      if (ch == ',') {
+        fields.push_back(cur);
+        cur.clear();
+      } else {
+        cur += ch;
+      }
+    }
+    REQUIRE(fields.size() >= 2);
+    CHECK(fields[fields.size() - 2] == "1");  // approximate
+  }
+  CHECK(pipo_row);
+}
