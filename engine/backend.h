@@ -100,14 +100,18 @@ struct ForwardArgs {
   std::span<const int32_t> out_rows;  // [n_out] rows whose logits are returned, in this order
   std::span<const SeqSegment> segments;
   // Layers whose output (the residual stream after layer il, il in [0, n_layer)) or
-  // kHiddenFinalNorm is returned for the out_rows, in this order. Empty = none.
+  // kHiddenFinalNorm is returned for the hidden rows, in this order. Empty = none.
   std::span<const int32_t> hidden_layers;
+  // [n_hid] rows whose hidden states are returned, in this order; empty = the out_rows. With
+  // explicit rows only layer ids (not kHiddenFinalNorm, computed for out rows) may be asked
+  // (std::invalid_argument). Lets a caller take every row's hidden state and one row's logits.
+  std::span<const int32_t> hidden_rows;
 };
 
 // What a forward returns, in HOST memory, valid until the next forward.
 struct ForwardOut {
   std::span<const float> logits;  // [n_out, n_vocab]
-  std::span<const float> hidden;  // [n_hidden_layers, n_out, d_model]
+  std::span<const float> hidden;  // [n_hidden_layers, n_hid, d_model] (n_hid: hidden_rows, else n_out)
 };
 
 struct OpProfile;  // engine/op_profile.h

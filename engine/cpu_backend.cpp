@@ -111,13 +111,19 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
     return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out};
   };
   if (n_hidden > max_hidden_) throw std::invalid_argument("forward: too many hidden-state layers requested");
+  const std::span<const int32_t> hrows = b.hidden_rows.empty() ? b.out_rows : b.hidden_rows;
+  const int n_hid = static_cast<int>(hrows.size());
+  if (!b.hidden_rows.empty() &&
+      std::find(b.hidden_layers.begin(), b.hidden_layers.end(), kHiddenFinalNorm) != b.hidden_layers.end()) {
+    throw std::invalid_argument("forward: the final norm's output is returned for out rows only");
+  }
   // Where each requested layer's hidden rows go (−1: not requested).
   auto save_hidden = [&](int il) {
     for (int h = 0; h < n_hidden; ++h) {
       if (b.hidden_layers[static_cast<size_t>(h)] != il) continue;
-      float* dst = s.hidden.data() + static_cast<size_t>(h) * n_out * d;
-      for (int j = 0; j < n_out; ++j) {
-        std::copy_n(s.x.data() + static_cast<size_t>(b.out_rows[static_cast<size_t>(j)]) * d, d,
+      float* dst = s.hidden.data() + static_cast<size_t>(h) * n_hid * d;
+      for (int j = 0; j < n_hid; ++j) {
+        std::copy_n(s.x.data() + static_cast<size_t>(hrows[static_cast<size_t>(j)]) * d, d,
                     dst + static_cast<size_t>(j) * d);
       }
     }
@@ -247,7 +253,7 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   }
   ForwardOut out;
   out.logits = {s.logits.data(), static_cast<size_t>(n_out) * c.n_vocab};
-  out.hidden = {s.hidden.data(), static_cast<size_t>(n_hidden) * n_out * d};
+  out.hidden = {s.hidden.data(), static_cast<size_t>(n_hidden) * n_hid * d};
   return out;
 }
 

@@ -327,6 +327,12 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
   const int dm = c.d_model, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   const int ff = c.d_ff, nv = c.n_vocab;
   if (n_hidden > c.n_layer + 1) throw std::invalid_argument("forward: too many hidden-state layers requested");
+  const std::span<const int32_t> hrows = a.hidden_rows.empty() ? a.out_rows : a.hidden_rows;
+  const int n_hid = static_cast<int>(hrows.size());
+  if (!a.hidden_rows.empty() &&
+      std::find(a.hidden_layers.begin(), a.hidden_layers.end(), kHiddenFinalNorm) != a.hidden_layers.end()) {
+    throw std::invalid_argument("forward: the final norm's output is returned for out rows only");
+  }
   const size_t layer_stride = static_cast<size_t>(shape_.n_ctx) * nkv;
   const size_t seq_stride = static_cast<size_t>(c.n_layer) * layer_stride;
   try {
@@ -363,9 +369,9 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
     auto save_hidden = [&](int il, const float* src, bool gathered) {
       for (int h = 0; h < n_hidden; ++h) {
         if (a.hidden_layers[static_cast<size_t>(h)] != il) continue;
-        float* dst = d.hidden + static_cast<size_t>(h) * n_out * dm;
-        for (int j = 0; j < n_out; ++j) {
-          const size_t r = gathered ? static_cast<size_t>(j) : static_cast<size_t>(a.out_rows[static_cast<size_t>(j)]);
+        float* dst = d.hidden + static_cast<size_t>(h) * n_hid * dm;
+        for (int j = 0; j < n_hid; ++j) {
+          const size_t r = gathered ? static_cast<size_t>(j) : static_cast<size_t>(hrows[static_cast<size_t>(j)]);
           SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(dst + static_cast<size_t>(j) * dm, src + r * dm, sizeof(float) * dm,
                                               cudaMemcpyDeviceToDevice, st));
         }
@@ -444,17 +450,16 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
       mm(d.xb, d.output, d.logits, n_out, dm, nv);
       SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(h_logits, d.logits, static_cast<size_t>(n_out) * nv * sizeof(float),
                                           cudaMemcpyDeviceToHost, st));
-      if (n_hidden > 0) {
-        SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(h_hidden, d.hidden,
-                                            static_cast<size_t>(n_hidden) * n_out * dm * sizeof(float),
-                                            cudaMemcpyDeviceToHost, st));
-      }
+    }
+    if (n_hidden > 0 && n_hid > 0) {
+      SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(h_hidden, d.hidden, static_cast<size_t>(n_hidden) * n_hid * dm * sizeof(float),
+                                          cudaMemcpyDeviceToHost, st));
     }
     // Also guards the pinned staging buffer: the next forward may overwrite it.
     SPECCHAT_CUDA_CHECK(cudaStreamSynchronize(st));
     ForwardOut out;
     out.logits = {h_logits, static_cast<size_t>(n_out) * nv};
-    out.hidden = {h_hidden, static_cast<size_t>(n_hidden) * n_out * dm};
+    out.hidden = {h_hidden, static_cast<size_t>(n_hidden) * n_hid * dm};
     return out;
   } catch (const cuda::CudaError& e) {
     throw BackendError(std::string("CUDA forward failed: ") + e.what());

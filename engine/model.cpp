@@ -119,6 +119,7 @@ void LlamaModel::finish_init(const Options& opt, int n_ctx) {
   embd_.reserve(B * static_cast<size_t>(cfg_.d_model));
   pos_.reserve(B);
   out_rows_.reserve(B);
+  hidden_rows_.reserve(B);
 }
 
 MemoryInfo LlamaModel::memory() const {
@@ -198,6 +199,8 @@ ForwardOut LlamaModel::forward(std::span<const Batch* const> batches, std::span<
   const bool with_embd = !batches.front()->embd.empty();
   pos_.clear();
   out_rows_.clear();
+  hidden_rows_.clear();
+  const bool explicit_hidden = std::any_of(batches.begin(), batches.end(), [](const Batch* b) { return !b->hidden_rows.empty(); });
   size_t mask_off = 0;
   for (const Batch* bp : batches) {
     const Batch& b = *bp;
@@ -254,6 +257,12 @@ ForwardOut LlamaModel::forward(std::span<const Batch* const> batches, std::span<
       if (r < 0 || r >= n) throw std::invalid_argument("forward: out_rows index out of range");
       out_rows_.push_back(row0 + r);
     }
+    if (explicit_hidden) {
+      for (int r : b.hidden_rows.empty() ? b.out_rows : b.hidden_rows) {
+        if (r < 0 || r >= n) throw std::invalid_argument("forward: hidden_rows index out of range");
+        hidden_rows_.push_back(row0 + r);
+      }
+    }
     tokens_.insert(tokens_.end(), b.tokens.begin(), b.tokens.end());
     embd_.insert(embd_.end(), b.embd.begin(), b.embd.end());
     pos_.insert(pos_.end(), b.pos.begin(), b.pos.end());
@@ -269,6 +278,7 @@ ForwardOut LlamaModel::forward(std::span<const Batch* const> batches, std::span<
     segs_.push_back(sg);
     mask_off += static_cast<size_t>(n) * n_masked;
   }
+  if (hidden_rows_.size() > static_cast<size_t>(max_batch_)) throw std::invalid_argument("forward: more hidden_rows than max_batch");
   ForwardArgs a;
   a.tokens = tokens_;
   a.embd = embd_;
@@ -276,6 +286,7 @@ ForwardOut LlamaModel::forward(std::span<const Batch* const> batches, std::span<
   a.out_rows = out_rows_;
   a.segments = segs_;
   a.hidden_layers = hidden_layers;
+  a.hidden_rows = hidden_rows_;
   return backend_->forward(a);
 }
 

@@ -43,6 +43,9 @@ struct Batch {
   // every batch of one forward has them or none does; `tokens` must still hold valid ids (the
   // cache records them as the rows' committed ids).
   std::vector<float> embd;
+  // Optional rows (batch indices) whose hidden states forward() returns instead of out_rows'
+  // (e.g. every row's hidden state, the last row's logits). Empty = out_rows.
+  std::vector<int32_t> hidden_rows;
 
   // A causal chain of `toks` starting at position/slot `start`; returns logits for every row
   // when `all_logits`, else only the last row.
@@ -105,7 +108,8 @@ class LlamaModel {
 
   // One forward over several sequences' batches (at most one batch per sequence; their rows
   // together at most max_batch). Returns logits [Σ out_rows, n_vocab], batch by batch in the
-  // given order, and the hidden states [hidden_layers.size(), Σ out_rows, d_model] of the
+  // given order, and the hidden states [hidden_layers.size(), Σ hidden rows, d_model] (a
+  // batch's hidden rows: its hidden_rows when any batch gives them, else its out_rows) of the
   // requested layers (il in [0, n_layer): the residual stream after layer il;
   // kHiddenFinalNorm: the final norm's output). Same errors as forward(Batch).
   ForwardOut forward(std::span<const Batch* const> batches, std::span<const int32_t> hidden_layers = {});
@@ -156,7 +160,7 @@ class LlamaModel {
   std::vector<KvCache> kv_;           // [n_seq]
   std::vector<uint8_t> visible_;      // [max_batch, n_ctx + max_batch] tree masks of the current forward
   std::vector<SeqSegment> segs_;      // [n_seq] at most, reserved at load
-  std::vector<int32_t> tokens_, pos_, out_rows_;  // [max_batch] concatenated rows
+  std::vector<int32_t> tokens_, pos_, out_rows_, hidden_rows_;  // [max_batch] concatenated rows
   std::vector<float> embd_;                       // [max_batch, d_model] concatenated Batch::embd
 };
 

@@ -75,14 +75,14 @@ void PipoSession::feed(int from_pair) {
       b.tokens.push_back(firsts[static_cast<size_t>(i)]);
       b.pos.push_back(j);
       b.parent.push_back(i - 1);
-      b.out_rows.push_back(i);
+      b.hidden_rows.push_back(i);  // every pair's hidden state (the MTP head's context)
     }
+    b.out_rows.push_back(len - 1);  // logits of the last row only
     const Batch* one[1] = {&b};
     const ForwardOut out = bb.forward(one, layer);
     kv.commit(firsts);
     std::copy(out.hidden.begin(), out.hidden.end(), hidden_.begin() + static_cast<ptrdiff_t>(at) * d);
-    const size_t nv = static_cast<size_t>(bb.config().n_vocab);
-    logits_.assign(out.logits.end() - static_cast<ptrdiff_t>(nv), out.logits.end());
+    logits_.assign(out.logits.begin(), out.logits.end());
     at += len;
   }
   fed_ = m;

@@ -131,3 +131,30 @@ TEST_CASE("hidden-state requests out of range are refused", "[model][forward][hi
   b.seq = 1;  // a single-sequence model has no sequence 1
   CHECK_THROWS_AS(m->forward(b), std::invalid_argument);
 }
+
+TEST_CASE("hidden rows apart from out rows: every row's hidden state, the last row's logits", "[model][forward][hidden]") {
+  auto m = LlamaModel::load(test::target_model());
+  const size_t nv = static_cast<size_t>(m->config().n_vocab);
+  const std::vector<int32_t> ids = {1, 500, 37, 1200, 9, 44};
+  const int32_t layers[2] = {1, m->config().n_layer - 1};
+  Batch all = Batch::chain(ids, 0, true);
+  const Batch* a1[1] = {&all};
+  const ForwardOut full = m->forward(a1, layers);
+  const std::vector<float> full_hidden(full.hidden.begin(), full.hidden.end());
+  const std::vector<float> last_logits(full.logits.end() - static_cast<ptrdiff_t>(nv), full.logits.end());
+  m->kv().truncate(0);
+  Batch split = Batch::chain(ids, 0, false);  // logits of the last row only
+  for (int i = 0; i < static_cast<int>(ids.size()); ++i) split.hidden_rows.push_back(i);
+  const Batch* a2[1] = {&split};
+  const ForwardOut part = m->forward(a2, layers);
+  REQUIRE(part.logits.size() == nv);
+  REQUIRE(part.hidden.size() == full_hidden.size());
+  CHECK(max_abs_diff(part.hidden, full_hidden) == 0.0);
+  CHECK(max_abs_diff(part.logits, last_logits) == 0.0);
+  // The final norm's output exists for out rows only.
+  m->kv().truncate(0);
+  const int32_t fin[1] = {kHiddenFinalNorm};
+  CHECK_THROWS_AS(m->forward(a2, fin), std::invalid_argument);
+  split.hidden_rows = {7};
+  CHECK_THROWS_AS(m->forward(a2, layers), std::invalid_argument);
+}
