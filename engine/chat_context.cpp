@@ -23,13 +23,13 @@ bool continues_reply(const std::vector<ContextMessage>& messages) {
 }
 
 // The whole conversation encoded from text (encode_chat continues a last assistant message).
-ChatContext from_text(const ModelPair& pair, const std::vector<ContextMessage>& messages,
+ChatContext from_text(const ChatEncoding& pair, const std::vector<ContextMessage>& messages,
                       std::string reason) {
   std::vector<ChatMessage> plain;
   plain.reserve(messages.size());
   for (const auto& m : messages) plain.push_back(m.message);
   ChatContext c;
-  c.prompt = pair.encode_chat(plain);
+  c.prompt = encode_chat_ids(*pair.vocab, *pair.tokenizer, pair.template_name, plain);
   c.fallback_reason = std::move(reason);
   return c;
 }
@@ -52,7 +52,11 @@ bool pieces_after(const std::vector<ChatPiece>& pieces, size_t skip, std::vector
 }  // namespace
 
 ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextMessage>& messages) {
-  const uint64_t hash = pair.target->vocab().hash();
+  return build_chat_context(ChatEncoding{&pair.target->vocab(), pair.tokenizer.get(), pair.template_name}, messages);
+}
+
+ChatContext build_chat_context(const ChatEncoding& pair, const std::vector<ContextMessage>& messages) {
+  const uint64_t hash = pair.vocab->hash();
   bool any_reply = false;
   for (const auto& m : messages) {
     if (m.message.role != "assistant") continue;
@@ -64,7 +68,7 @@ ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextM
     if (m.template_name != pair.template_name) {
       return from_text(pair, messages, "a reply was generated under another chat template");
     }
-    const int32_t n_vocab = pair.target->config().n_vocab;
+    const int32_t n_vocab = pair.vocab->size();
     if (std::any_of(m.ids.begin(), m.ids.end(), [n_vocab](int32_t t) { return t < 0 || t >= n_vocab; })) {
       return from_text(pair, messages, "a reply's stored token ids are out of range");
     }
@@ -79,7 +83,7 @@ ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextM
   // Walk the replies: the template up to each reply's content is encoded (the first part as a
   // prompt with BOS, later ones as continuations), the reply's stored ids follow.
   const char* not_prefix = "the chat template does not render earlier turns as a prefix";
-  const Vocab& v = pair.target->vocab();
+  const Vocab& v = *pair.vocab;
   ChatContext c;
   std::vector<ChatMessage> plain;
   std::vector<ChatPiece> tail;
@@ -95,7 +99,7 @@ ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextM
   };
   for (const auto& m : messages) {
     if (m.message.role == "assistant") {
-      const std::vector<ChatPiece> before = pair.render(plain, true);
+      const std::vector<ChatPiece> before = render_chat_pieces(pair.template_name, plain, true, pair.tokenizer->specials());
       if (!append(before)) return from_text(pair, messages, not_prefix);
       c.prompt.insert(c.prompt.end(), m.ids.begin(), m.ids.end());
       consumed = chat_pieces_text(before) + m.message.content;
@@ -107,7 +111,9 @@ ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextM
     c.reused_ids = true;
     return c;
   }
-  if (!append(pair.render(plain, true))) return from_text(pair, messages, not_prefix);
+  if (!append(render_chat_pieces(pair.template_name, plain, true, pair.tokenizer->specials()))) {
+    return from_text(pair, messages, not_prefix);
+  }
   c.reused_ids = true;
   return c;
 }

@@ -22,6 +22,16 @@
 namespace specchat {
 
 struct ModelPair;
+struct Vocab;
+class Tokenizer;
+
+// What encoding a chat needs: a model's vocabulary, its tokenizer and the chat template name
+// (a ModelPair's target, or a PIPO backbone). The pointers must outlive the call.
+struct ChatEncoding {
+  const Vocab* vocab = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  std::string template_name;
+};
 
 // One message with what storage keeps of it. `ids` of an assistant message: the generated ids
 // (EOS/EOT and stop strings excluded); empty = unknown. User/system ids are not needed (they
@@ -47,6 +57,7 @@ struct ChatContext {
 // GenerationError ("empty_prompt") as ModelPair::encode_prompt, std::invalid_argument for a bad
 // role.
 ChatContext build_chat_context(const ModelPair& pair, const std::vector<ContextMessage>& messages);
+ChatContext build_chat_context(const ChatEncoding& enc, const std::vector<ContextMessage>& messages);
 
 // Encodes plain text that continues a prompt (no BOS, no SentencePiece dummy prefix: that
 // belongs to the start of a whole prompt). Control-token texts in it stay text.

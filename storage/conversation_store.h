@@ -133,6 +133,14 @@ struct CompareRecord {
   int64_t first_diff = -1;   // first differing token position; -1 exactly when identical
 };
 
+// A PIPO reply's latent-format history (schema 7, docs/design/pipo.md): the pair sequence the
+// release's backbone held at the end of the reply ([2 · n_pairs] ids, PAD = kPairPad only in
+// second slots), and the release that made it.
+struct MessageLatents {
+  std::string release;
+  std::vector<int32_t> pairs;
+};
+
 // A saved benchmark run of the app's Benchmark view (a row of `bench_runs`, schema 6).
 // report_json is the run's whole report.json (app/cli/bench/report_files.h: metadata, every
 // request record, waves, aggregates), stored as given; the other fields are its summary for
@@ -260,6 +268,15 @@ class ConversationStore {
   // Stores r (id ignored) and returns the new id. Throws StorageError "invalid" (report_json
   // not a JSON object, negative counts).
   int64_t save_bench_run(const BenchRunRecord& r);
+
+  // ---- PIPO latent-format history (store_latents.cpp, schema 7) ----
+  // Stores (or replaces) message `message_id`'s pair sequence. Throws StorageError "not_found"
+  // (unknown message) or "invalid" (empty release, empty or odd-length pairs, a PAD in a first
+  // slot, a negative id that is not the PAD).
+  void set_message_latents(int64_t message_id, const MessageLatents& l);
+  // nullopt when the message has none (a lossless reply, or stored before schema 7). Throws
+  // StorageError "corrupt" when the stored blob breaks the invariants above.
+  std::optional<MessageLatents> message_latents(int64_t message_id) const;
   // Every saved benchmark run, newest first, without report_json (read it with bench_run).
   std::vector<BenchRunRecord> bench_runs() const;
   std::optional<BenchRunRecord> bench_run(int64_t id) const;  // nullopt when unknown

@@ -154,6 +154,23 @@ CREATE TABLE bench_runs (
 CREATE INDEX bench_runs_by_created ON bench_runs(created_ms DESC, id DESC);
 )sql";
 
+// Version 7: PIPO's latent-format history (issue 16, docs/design/pipo.md). A reply generated in
+// the approximate PIPO mode keeps, beside its raw ids in `messages`, the whole pair sequence the
+// release's backbone saw up to the end of that reply (prompt pairs and reply pairs, PAD = -1 in
+// second slots), so the conversation continues from exactly those latents without re-encoding.
+// `release` names the PIPO release (pipo.release) that made them: another release re-prefills.
+// raw_len = ids that are not PAD. A side table, so the raw rows keep their invariants.
+constexpr const char* kSchemaV7 = R"sql(
+CREATE TABLE message_latents (
+  message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+  release    TEXT    NOT NULL CHECK (release <> ''),
+  pairs      BLOB    NOT NULL,
+  raw_len    INTEGER NOT NULL,
+  CHECK (length(pairs) > 0 AND length(pairs) % 8 = 0),
+  CHECK (raw_len * 8 >= length(pairs) AND raw_len * 4 <= length(pairs))
+);
+)sql";
+
 constexpr const char* kSelectUserVersion = "PRAGMA user_version";
 // One statement, so one snapshot: read separately, a connection racing ours to create the same
 // new file could commit in between and make it look like another program's file.
@@ -199,6 +216,7 @@ void apply_v3(sqlite3* db) {
 void apply_v4(sqlite3* db) { sql::exec(db, kSchemaV4, "migration 4 (messages.finish)"); }
 
 void apply_v6(sqlite3* db) { sql::exec(db, kSchemaV6, "migration 6 (bench_runs)"); }
+void apply_v7(sqlite3* db) { sql::exec(db, kSchemaV7, "migration 7 (message_latents)"); }
 
 void apply_v5(sqlite3* db) {
   sql::exec(db, kSchemaV5Column, "migration 5 (messages.parent_id)");
@@ -281,6 +299,7 @@ const std::vector<Step>& steps() {
       {4, "messages.finish: why each reply ended", apply_v4},
       {5, "messages.parent_id: branches as a tree, one chosen alternative per place", apply_v5},
       {6, "bench_runs: saved runs of the Benchmark view", apply_v6},
+      {7, "message_latents: PIPO replies' pair sequences (latent-format history)", apply_v7},
   };
   return kSteps;
 }

@@ -8,7 +8,6 @@
 
 namespace specchat {
 namespace rows {
-namespace {
 
 // token_ids BLOB: pair-aligned ids, each int32 little-endian (explicit bytes, so the file reads
 // the same on any host).
@@ -31,6 +30,8 @@ std::vector<int32_t> decode_ids(const std::vector<uint8_t>& blob) {
   }
   return out;
 }
+
+namespace {
 
 constexpr const char* kInsertMessage =
     "INSERT INTO messages (conversation_id, role, text, token_ids, raw_len, latent_len, n_tokens, "

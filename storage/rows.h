@@ -14,6 +14,10 @@
 
 namespace specchat::rows {
 
+// Token-id blobs: each int32 little-endian (explicit bytes, so a file reads the same on any host).
+std::vector<uint8_t> encode_ids(const std::vector<int32_t>& ids);
+std::vector<int32_t> decode_ids(const std::vector<uint8_t>& blob);  // blob.size() / 4 ids
+
 // Columns of a conversation row in the order read_conversation() expects, for SELECT lists.
 #define SPECCHAT_CONVERSATION_COLUMNS "id, title, system_prompt, created_ms, updated_ms"
 Conversation read_conversation(const sql::Stmt& st);

@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
     if (chat_o.draft == "ngram") chat_o.drafter = "ngram";
     if (chat_o.draft == "none") chat_o.drafter = "none";
     try {
-      return cli::cmd_chat(chat_o);
+      return chat_o.pipo.empty() ? cli::cmd_chat(chat_o) : cli::cmd_chat_pipo(chat_o);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 1;

@@ -6,7 +6,9 @@
 #include <iostream>
 
 #include "engine/generator.h"
+#include "engine/chat_context.h"
 #include "engine/model_pair.h"
+#include "engine/pipo/pipo_history.h"
 #include "engine/tokenizer.h"
 
 namespace specchat::cli {
@@ -27,7 +29,7 @@ struct PipoRun {
 
 // `with_target`: the plain target runs too (compare): --model, else the release's target file,
 // checked against the release's target sha256.
-PipoRun load_pipo(const CommonOptions& o, bool with_target) {
+PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) {
   PipoRun r;
   const std::string path = pipo_release_path(o.pipo);
   PipoLoadOptions lo;
@@ -51,7 +53,8 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target) {
   std::vector<std::string> warnings;
   r.template_name = choose_chat_template(r.unit.backbone->vocab().chat_template, o.chat_template, "chatml", warnings);
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  if (o.chat_given) {
+  if (!encode) {
+  } else if (o.chat_given) {
     std::vector<ChatMessage> msgs = o.messages;
     if (msgs.empty()) {
       if (!o.system.empty()) msgs.push_back({"system", o.system});
@@ -83,9 +86,10 @@ std::vector<int32_t> visible(const std::vector<int32_t>& raw, const Vocab& v) {
   return out;
 }
 
-// Runs one reply, streaming text to stdout when `stream`; stop strings end it (text cut there).
-PipoReply run_reply(PipoRun& r, const CommonOptions& o, bool stream, std::string* text) {
-  PipoSession s(r.unit);
+// Runs one reply from `pairs` on session `s`, streaming text to stdout when `stream`; stop
+// strings end it (text cut there).
+PipoReply run_reply(PipoRun& r, PipoSession& s, std::span<const int32_t> pairs, const CommonOptions& o, bool stream,
+                    std::string* text) {
   PipoGenerateOptions g;
   g.max_tokens = o.n;
   g.sampling.temperature = o.temp;
@@ -122,7 +126,7 @@ PipoReply run_reply(PipoRun& r, const CommonOptions& o, bool stream, std::string
     *text = t;
     return !stop;
   };
-  PipoReply rep = pipo_generate(s, pair_aligned(r.prompt), g);
+  PipoReply rep = pipo_generate(s, pairs, g);
   if (rep.stop_reason == "cancelled") rep.stop_reason = "stop";  // a stop string
   if (stream) {
     if (text->size() > printed) std::fwrite(text->data() + printed, 1, text->size() - printed, stdout);
@@ -198,7 +202,8 @@ json pipo_json(const PipoUnit& u, const PipoSettings& st, const PipoReply& r, in
 int cmd_generate_pipo(const CommonOptions& o) {
   PipoRun r = load_pipo(o, false);
   std::string text;
-  const PipoReply rep = run_reply(r, o, !o.json, &text);
+  PipoSession s(r.unit);
+  const PipoReply rep = run_reply(r, s, pair_aligned(r.prompt), o, !o.json, &text);
   if (o.json) {
     json j;
     j["text"] = text;
@@ -235,8 +240,10 @@ int cmd_compare_pipo(const CommonOptions& o) {
   g.warm_up(req);
   const GenerationResult b = g.generate(req);
   std::string text;
-  (void)run_reply(r, o, false, &text);  // warm-up: pages and pool, as the baseline's
-  const PipoReply p = run_reply(r, o, false, &text);
+  PipoSession s(r.unit);
+  (void)run_reply(r, s, pair_aligned(r.prompt), o, false, &text);  // warm-up: pages and pool, as the baseline's
+  PipoSession cold(r.unit);  // from an empty cache, like the baseline's run
+  const PipoReply p = run_reply(r, cold, pair_aligned(r.prompt), o, false, &text);
   const std::vector<int32_t> pv = visible(p.raw, r.unit.backbone->vocab());
   size_t first_diff = 0;
   while (first_diff < pv.size() && first_diff < b.tokens.size() && pv[first_diff] == b.tokens[first_diff]) ++first_diff;
@@ -262,6 +269,52 @@ int cmd_compare_pipo(const CommonOptions& o) {
     std::printf("TTFT %.2fx, TPOT %.2fx (baseline / PIPO); %s\n", ttft_speedup, tpot_speedup,
                 identical ? "identical tokens"
                           : ("diverges from the baseline at token " + std::to_string(first_diff)).c_str());
+  }
+  return 0;
+}
+
+int cmd_chat_pipo(const CommonOptions& o) {
+  PipoRun r = load_pipo(o, false, false);
+  PipoSession s(r.unit);
+  const Vocab& v = r.unit.backbone->vocab();
+  const ChatEncoding enc{&v, r.tok.get(), r.template_name};
+  // The conversation as text and reply ids, and the pair sequence through the last reply: the
+  // next turn continues exactly those latents (engine/pipo/pipo_history.h).
+  std::vector<ContextMessage> history;
+  if (!o.system.empty()) history.push_back({{"system", o.system}, {}, 0, {}});
+  const size_t n_fixed = history.size();
+  std::vector<int32_t> latents;
+  std::fprintf(stderr, "specchat chat — PIPO (%s); type a message, /reset to start over, /exit to quit\n", kLabel);
+  std::string line;
+  while (true) {
+    std::fputs("> ", stderr);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      history.resize(n_fixed);
+      latents.clear();
+      std::fprintf(stderr, "(conversation reset)\n");
+      continue;
+    }
+    if (line.empty()) continue;
+    history.push_back({{"user", line}, {}, 0, {}});
+    const ChatContext cc = build_chat_context(enc, history);
+    const PipoContinuation plan =
+        plan_pipo_turn(latents.empty() ? nullptr : &latents, r.unit.info.release, false, r.unit.info.release, cc.prompt);
+    if (!plan.note.empty()) std::fprintf(stderr, "(%s)\n", plan.note.c_str());
+    std::string text;
+    PipoReply rep;
+    try {
+      rep = run_reply(r, s, plan.pairs, o, true, &text);
+    } catch (const std::length_error& e) {
+      std::fprintf(stderr, "error: %s (/reset to start over)\n", e.what());
+      history.pop_back();
+      continue;
+    }
+    std::fprintf(stderr, "%s · %d of %d pairs cached\n", stats_text(rep, static_cast<int>(cc.prompt.size())).c_str(),
+                 rep.reused_pairs, rep.prompt_pairs);
+    latents = plan.pairs;
+    latents.insert(latents.end(), rep.new_pairs.begin(), rep.new_pairs.end());
+    history.push_back({{"assistant", text}, visible(rep.raw, v), v.hash(), r.template_name});
   }
   return 0;
 }

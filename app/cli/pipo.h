@@ -23,6 +23,10 @@ int cmd_generate_pipo(const CommonOptions& o);
 // divergence (first differing token, token agreement), TTFT / TPOT speedups.
 int cmd_compare_pipo(const CommonOptions& o);
 
+// Interactive multi-turn chat in PIPO mode: each turn continues the pair sequence the last reply
+// left (latent-format history), never the raw ids re-paired.
+int cmd_chat_pipo(const CommonOptions& o);
+
 // The --json "pipo" object of a reply: mode label, release, loaded parts, settings, counters.
 nlohmann::json pipo_json(const PipoUnit& u, const PipoSettings& st, const PipoReply& r, int prompt_tokens);
 
