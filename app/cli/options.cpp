@@ -40,6 +40,10 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--pipo-threshold", o.pipo_threshold,
                  "PIPO acceptance_threshold in [0, 1] for the second token (default: the release's recommended)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--pipo-fidelity", o.pipo_fidelity,
+                 "PIPO fidelity gauge: KL of token 1 against the plain target (--model, else the release's) on one "
+                 "step in N (0 = off)")
+      ->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--tree", o.tree,
                  "draft shape: chain (draft-k tokens), dynamic (EAGLE-2), optimal (Sequoia, from the pair's "
                  "calibration) or auto (N, D and shape chosen from measured timings)")

@@ -26,6 +26,7 @@ struct CommonOptions {
   // "bundled" = resources/models/pipo; empty = off. Threshold < 0 = the release's recommended.
   std::string pipo;
   float pipo_threshold = -1.0f;
+  int pipo_fidelity = 0;  // > 0: the fidelity gauge on one step in N (loads the plain target)
   std::string tree = tree_mode_name(SpecSettings{}.tree);             // chain | dynamic | optimal | auto
   int node_budget = SpecSettings{}.node_budget;
   int depth = SpecSettings{}.depth;

@@ -25,6 +25,8 @@ struct PipoRun {
   std::string template_name;
   std::vector<int32_t> prompt;  // raw ids
   PipoSettings settings;
+  std::unique_ptr<LlamaModel> plain;  // the fidelity gauge's plain target (--pipo-fidelity)
+  PipoFidelity fidelity;
 };
 
 // `with_target`: the plain target runs too (compare): --model, else the release's target file,
@@ -33,6 +35,7 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
   PipoRun r;
   const std::string path = pipo_release_path(o.pipo);
   PipoLoadOptions lo;
+  with_target = with_target || o.pipo_fidelity > 0;
   lo.plain_target = with_target ? o.model : "";
   lo.check_release_target = with_target;
   lo.backbone.n_threads = o.threads;
@@ -50,6 +53,14 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
     r.unit = load_pipo_release(path, lo);
   }
   r.tok = std::make_unique<Tokenizer>(r.unit.backbone->vocab());
+  if (o.pipo_fidelity > 0) {
+    LlamaModel::Options po;
+    po.n_threads = o.threads;
+    po.n_ctx = r.settings.raw_limit(train_ctx);
+    r.plain = LlamaModel::load(o.model.empty() ? r.unit.info.target_file : o.model, po);
+    r.fidelity.plain = r.plain.get();
+    r.fidelity.every = o.pipo_fidelity;
+  }
   std::vector<std::string> warnings;
   r.template_name = choose_chat_template(r.unit.backbone->vocab().chat_template, o.chat_template, "chatml", warnings);
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
@@ -69,7 +80,7 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
                "PIPO release '%s' (%s): backbone %s, MTP head %s, compressor + confidence head %s; threshold %.2f, "
                "context %d raw tokens / %d pairs. PIPO is %s.\n",
                r.unit.info.release.c_str(), r.unit.info.manifest_path.c_str(), r.unit.backbone->path().c_str(),
-               r.unit.mtp->path().c_str(), "io.gguf", r.settings.acceptance_threshold, r.settings.raw_limit(train_ctx),
+               r.unit.mtp->path().c_str(), r.unit.io->path().c_str(), r.settings.acceptance_threshold, r.settings.raw_limit(train_ctx),
                r.settings.latent_context(train_ctx), kLabel);
   return r;
 }
@@ -97,6 +108,7 @@ PipoReply run_reply(PipoRun& r, PipoSession& s, std::span<const int32_t> pairs, 
   g.sampling.top_p = o.top_p;
   g.sampling.seed = o.seed;
   g.settings = r.settings;
+  g.fidelity = r.plain ? &r.fidelity : nullptr;
   const Vocab& v = r.unit.backbone->vocab();
   g.stop_ids.push_back(v.eos_id);
   if (v.eot_id >= 0) g.stop_ids.push_back(v.eot_id);
@@ -140,8 +152,8 @@ double tpot_ms(const PipoReply& r) {
   return rest > 0 ? 1000.0 * (r.total_s - r.ttft_s) / static_cast<double>(rest) : 0.0;
 }
 
-std::string stats_text(const PipoReply& r, int prompt_tokens) {
-  char b[400];
+std::string stats_text(const PipoReply& r, int prompt_tokens, const PipoFidelity* f = nullptr) {
+  char b[480];
   std::snprintf(b, sizeof b,
                 "[pipo: %s] %ld tokens in %ld steps (%.2f tokens/step), token 2 kept %ld/%ld (%.0f%%), "
                 "latent %d pairs for %d raw tokens, TTFT %.1f ms, TPOT %.2f ms, stop: %s",
@@ -150,7 +162,13 @@ std::string stats_text(const PipoReply& r, int prompt_tokens) {
                 r.prompt_pairs + static_cast<int>(r.new_pairs.size() / 2),
                 prompt_tokens + static_cast<int>(r.counters.raw_tokens), 1000.0 * r.ttft_s, tpot_ms(r),
                 r.stop_reason.c_str());
-  return b;
+  std::string out = b;
+  if (f && f->plain) {
+    std::snprintf(b, sizeof b, "; fidelity: KL(plain || PIPO) of token 1 %.3f nats mean, %.3f max (%d samples, 1 step in %d)",
+                  f->mean_kl(), f->kl_max, f->samples, f->every);
+    out += b;
+  }
+  return out;
 }
 
 }  // namespace
@@ -159,7 +177,7 @@ std::string pipo_release_path(const std::string& given) {
   return given == "bundled" ? (std::filesystem::path(bundled_models_dir()) / "pipo").string() : given;
 }
 
-json pipo_json(const PipoUnit& u, const PipoSettings& st, const PipoReply& r, int prompt_tokens) {
+json pipo_json(const PipoUnit& u, const PipoSettings& st, const PipoReply& r, int prompt_tokens, const PipoFidelity* f) {
   const int train_ctx = u.backbone->config().n_ctx_train;
   const int latent_len = r.prompt_pairs + static_cast<int>(r.new_pairs.size() / 2);
   const long raw_len = prompt_tokens + r.counters.raw_tokens;
@@ -196,6 +214,10 @@ json pipo_json(const PipoUnit& u, const PipoSettings& st, const PipoReply& r, in
   j["total_ms"] = 1000.0 * r.total_s;
   j["stop_reason"] = r.stop_reason;
   j["quality"] = json::parse(u.info.quality_json, nullptr, false);
+  if (f && f->plain) {
+    j["fidelity"] = {{"every", f->every}, {"samples", f->samples}, {"mean_kl", f->mean_kl()}, {"max_kl", f->kl_max},
+                     {"monitor_ms", 1000.0 * r.monitor_s}};
+  }
   return j;
 }
 
@@ -210,10 +232,10 @@ int cmd_generate_pipo(const CommonOptions& o) {
     j["tokens"] = visible(rep.raw, r.unit.backbone->vocab());
     j["pairs"] = rep.new_pairs;
     j["prompt_tokens"] = r.prompt.size();
-    j["pipo"] = pipo_json(r.unit, r.settings, rep, static_cast<int>(r.prompt.size()));
+    j["pipo"] = pipo_json(r.unit, r.settings, rep, static_cast<int>(r.prompt.size()), &r.fidelity);
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
-    std::fprintf(stderr, "%s\n", stats_text(rep, static_cast<int>(r.prompt.size())).c_str());
+    std::fprintf(stderr, "%s\n", stats_text(rep, static_cast<int>(r.prompt.size()), &r.fidelity).c_str());
   }
   return 0;
 }
@@ -254,7 +276,7 @@ int cmd_compare_pipo(const CommonOptions& o) {
     json j;
     j["baseline"] = {{"text", b.text}, {"tokens", b.tokens}, {"ttft_ms", b.stats.ttft_ms}, {"tpot_ms", b.stats.tpot_ms()},
                      {"lossless", true}};
-    j["pipo"] = pipo_json(r.unit, r.settings, p, static_cast<int>(r.prompt.size()));
+    j["pipo"] = pipo_json(r.unit, r.settings, p, static_cast<int>(r.prompt.size()), &r.fidelity);
     j["pipo"]["text"] = text;
     j["pipo"]["tokens"] = pv;
     j["divergence"] = {{"identical", identical},
@@ -310,7 +332,7 @@ int cmd_chat_pipo(const CommonOptions& o) {
       history.pop_back();
       continue;
     }
-    std::fprintf(stderr, "%s · %d of %d pairs cached\n", stats_text(rep, static_cast<int>(cc.prompt.size())).c_str(),
+    std::fprintf(stderr, "%s · %d of %d pairs cached\n", stats_text(rep, static_cast<int>(cc.prompt.size()), &r.fidelity).c_str(),
                  rep.reused_pairs, rep.prompt_pairs);
     latents = plan.pairs;
     latents.insert(latents.end(), rep.new_pairs.begin(), rep.new_pairs.end());

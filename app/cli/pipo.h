@@ -28,6 +28,8 @@ int cmd_compare_pipo(const CommonOptions& o);
 int cmd_chat_pipo(const CommonOptions& o);
 
 // The --json "pipo" object of a reply: mode label, release, loaded parts, settings, counters.
-nlohmann::json pipo_json(const PipoUnit& u, const PipoSettings& st, const PipoReply& r, int prompt_tokens);
+// `f`: the fidelity gauge when it ran (null or f->plain null: no "fidelity" object).
+nlohmann::json pipo_json(const PipoUnit& u, const PipoSettings& st, const PipoReply& r, int prompt_tokens,
+                         const PipoFidelity* f = nullptr);
 
 }  // namespace specchat::cli

@@ -33,6 +33,7 @@ std::shared_ptr<const PipoIo> PipoIo::load(const std::string& path, const LlamaM
   using K = PipoErrorKind;
   std::shared_ptr<PipoIo> m(new PipoIo());
   m->pool_ = std::move(pool);
+  m->path_ = path;
   m->file_ = std::make_unique<GgufFile>(GgufFile::open(path));
   const GgufFile& f = *m->file_;
   auto fail = [&](K kind, const std::string& what) { throw PipoError(kind, path + ": " + what); };

@@ -46,6 +46,7 @@ class PipoIo {
   ~PipoIo();
 
   const PipoIoConfig& config() const { return cfg_; }
+  const std::string& path() const { return path_; }  // the io.gguf file
   int n_vocab() const { return n_vocab_; }
 
   // latent [d_model] of the pair (a, b): e(a) + e(b) + fc2(SiLU(fc1([e(a); e(b)]))), e(kPipoPad)
@@ -68,6 +69,7 @@ class PipoIo {
   void embed(int32_t id, float* out) const;
 
   PipoIoConfig cfg_;
+  std::string path_;
   int n_vocab_ = 0;
   std::unique_ptr<GgufFile> file_, backbone_file_;
   std::shared_ptr<cpu::ThreadPool> pool_;

@@ -158,6 +158,23 @@ PipoStep PipoSession::step(const SamplingParams& sp, Rng& rng, float threshold, 
   return st;
 }
 
+double kl_of_logits(std::span<const float> p_logits, std::span<const float> q_logits) {
+  if (p_logits.size() != q_logits.size() || p_logits.empty()) throw std::invalid_argument("kl_of_logits: sizes differ");
+  auto log_norm = [](std::span<const float> l) {
+    const double mx = *std::max_element(l.begin(), l.end());
+    double s = 0;
+    for (float v : l) s += std::exp(static_cast<double>(v) - mx);
+    return mx + std::log(s);
+  };
+  const double zp = log_norm(p_logits), zq = log_norm(q_logits);
+  double kl = 0;
+  for (size_t i = 0; i < p_logits.size(); ++i) {
+    const double lp = static_cast<double>(p_logits[i]) - zp, lq = static_cast<double>(q_logits[i]) - zq;
+    kl += std::exp(lp) * (lp - lq);
+  }
+  return std::max(0.0, kl);
+}
+
 PipoReply pipo_generate(PipoSession& s, std::span<const int32_t> prompt_pairs, const PipoGenerateOptions& opt) {
   using clock = std::chrono::steady_clock;
   opt.settings.validate();
@@ -184,9 +201,30 @@ PipoReply pipo_generate(PipoSession& s, std::span<const int32_t> prompt_pairs, c
       break;
     }
     const int room = std::min(raw_room, opt.max_tokens - static_cast<int>(r.raw.size()));
+    // Fidelity gauge: the plain target's distribution of this step's token 1, from the raw prefix.
+    if (opt.fidelity && opt.fidelity->plain && opt.fidelity->every > 0 && r.counters.steps % opt.fidelity->every == 0) {
+      const auto m0 = clock::now();
+      PipoFidelity& f = *opt.fidelity;
+      const std::vector<int32_t> raw = [&] {
+        std::vector<int32_t> v;
+        for (int32_t t : s.pairs()) {
+          if (t != kPipoPad) v.push_back(t);
+        }
+        return v;
+      }();
+      if (static_cast<int>(raw.size()) <= f.plain->n_ctx()) {
+        const std::vector<float> pipo_logits(s.last_logits().begin(), s.last_logits().end());
+        const std::span<const float> plain = f.plain->sync_cache(raw, static_cast<int>(raw.size()), true, f.seq);
+        const double kl = kl_of_logits(plain, pipo_logits);
+        ++f.samples;
+        f.kl_sum += kl;
+        f.kl_max = std::max(f.kl_max, kl);
+      }
+      r.monitor_s += std::chrono::duration<double>(clock::now() - m0).count();
+    }
     const PipoStep st = s.step(opt.sampling, rng, room >= 2 ? thr : 1.0f, opt.stop_ids);
     if (r.counters.steps == 0) {
-      r.ttft_s = std::chrono::duration<double>(clock::now() - t0).count();
+      r.ttft_s = std::chrono::duration<double>(clock::now() - t0).count() - r.monitor_s;
       r.first_step_tokens = st.t2 == kPipoPad ? 1 : 2;
     }
     ++r.counters.steps;
@@ -212,7 +250,7 @@ PipoReply pipo_generate(PipoSession& s, std::span<const int32_t> prompt_pairs, c
       break;
     }
   }
-  r.total_s = std::chrono::duration<double>(clock::now() - t0).count();
+  r.total_s = std::chrono::duration<double>(clock::now() - t0).count() - r.monitor_s;
   return r;
 }
 

@@ -125,6 +125,22 @@ class PipoSession {
   std::vector<float> g_, head_logits_, latent_;
 };
 
+// The fidelity gauge (docs/design/pipo.md, "Monitoring"): on one step in `every`, the plain
+// target is run on the raw prefix the step's token 1 follows and KL(plain ‖ PIPO) of token 1's
+// distributions (softmax of the logits, temperature 1, whole vocabulary; nats) is recorded.
+struct PipoFidelity {
+  LlamaModel* plain = nullptr;  // the plain target (same vocabulary), its sequence `seq`
+  int seq = 0;
+  int every = 16;               // > 0
+  // results
+  int samples = 0;
+  double kl_sum = 0, kl_max = 0;
+  double mean_kl() const { return samples ? kl_sum / samples : 0.0; }
+};
+
+// KL(p ‖ q) in nats of softmax(p_logits) against softmax(q_logits), both [n_vocab].
+double kl_of_logits(std::span<const float> p_logits, std::span<const float> q_logits);
+
 // A reply generated in PIPO mode.
 struct PipoReply {
   std::vector<int32_t> new_pairs;  // the pairs appended by decoding (PADs included)
@@ -133,7 +149,8 @@ struct PipoReply {
   int prompt_pairs = 0, reused_pairs = 0;
   int first_step_tokens = 0;  // raw tokens of the first step (TPOT counts the others)
   double ttft_s = 0;   // from the call to the first token (prefill + first step)
-  double total_s = 0;
+  double total_s = 0;     // monitoring (the fidelity gauge) excluded, from ttft_s and total_s
+  double monitor_s = 0;   // time the fidelity gauge took
   std::string stop_reason;  // "stop" (end of turn), "length" (max_tokens), "context" (latent/raw limit), "cancelled"
 };
 
@@ -144,6 +161,8 @@ struct PipoGenerateOptions {
   std::vector<int32_t> stop_ids;  // end-of-turn ids (eos, eot)
   // Called after each step with the raw tokens it emitted (1 or 2); false cancels.
   std::function<bool(std::span<const int32_t> raw)> on_tokens;
+  // The fidelity gauge; null = off. Its counters accumulate over the calls it is given to.
+  PipoFidelity* fidelity = nullptr;
 };
 
 // Syncs `s` to `prompt_pairs` and decodes until a stop token, max_tokens, the context limit

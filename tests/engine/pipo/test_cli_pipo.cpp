@@ -135,3 +135,15 @@ TEST_CASE("cli: bench runs pipo as a configuration and labels it approximate", "
   }
   CHECK(pipo_row);
 }
+
+TEST_CASE("cli: --pipo-fidelity samples the KL of token 1 against the plain target", "[model][pipo]") {
+  BoundUnit u;
+  const CliResult r = run_cli({"generate", "--pipo", u.dir(), "--model", target_model(), "--pipo-fidelity", "2",
+                               "--pipo-threshold", "1", "--prompt", "Once upon a time", "-n", "6", "--json"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const auto& f = r.json["pipo"]["fidelity"];
+  CHECK(f["every"] == 2);
+  CHECK(f["samples"] == 3);  // 6 steps of one token: steps 0, 2, 4
+  CHECK(f["mean_kl"].get<double>() > 0.0);
+}

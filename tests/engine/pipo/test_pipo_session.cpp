@@ -250,3 +250,34 @@ TEST_CASE("pipo: settings outside the mode are refused, and limits stop the repl
   o.settings.raw_context = 8;  // the prompt alone does not fit
   CHECK_THROWS_AS(pipo_generate(s, align(kPrompt), o), std::length_error);
 }
+
+TEST_CASE("pipo: KL of logits, and the fidelity gauge samples one step in N", "[unit][pipo]") {
+  const std::vector<float> a = {1.0f, 2.0f, 3.0f}, b = {3.0f, 2.0f, 1.0f};
+  CHECK(kl_of_logits(a, a) == Approx(0.0).margin(1e-12));
+  // softmax(a) = (0.0900, 0.2447, 0.6652); KL(a ‖ b) = Σ p (log p − log q) = 2 · (0.6652 − 0.0900).
+  CHECK(kl_of_logits(a, b) == Approx(2.0 * (0.665241 - 0.090031)).epsilon(1e-4));
+  CHECK_THROWS_AS(kl_of_logits(a, std::vector<float>{1.0f}), std::invalid_argument);
+  Loaded L;
+  // The plain target here: a tiny llama of the same vocabulary (any model with the vocabulary will do).
+  TempDir d("pipo-plain");
+  TinySpec ts;
+  ts.seed = 99;
+  ts.n_ctx = 128;
+  tiny_model(ts).write_file(d.file("plain.gguf"));
+  auto plain = LlamaModel::load(d.file("plain.gguf"));
+  PipoFidelity f;
+  f.plain = plain.get();
+  f.every = 3;
+  PipoGenerateOptions o;
+  o.max_tokens = 10;
+  o.settings.acceptance_threshold = 1.0f;  // one token per step: 10 steps
+  o.fidelity = &f;
+  PipoSession s(L.u);
+  const PipoReply r = pipo_generate(s, align(kPrompt), o);
+  REQUIRE(r.counters.steps == 10);
+  CHECK(f.samples == 4);  // steps 0, 3, 6, 9
+  CHECK(f.mean_kl() > 0.0);
+  CHECK(std::isfinite(f.kl_max));
+  CHECK(f.kl_max >= f.mean_kl());
+  CHECK(r.monitor_s > 0.0);
+}
