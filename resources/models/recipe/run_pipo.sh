@@ -22,8 +22,8 @@ RELEASE=${1:-specchat-pipo-2026-12-03.1}
 [ -f work/tokenizer.model ] || $PY recover_tokenizer.py --gguf ../specchat-target.gguf
 [ -f work/train_v2.bin ] && [ -f work/heldout_multiturn.bin ] || { $PY prepare_data.py; $PY prepare_chat.py; }
 [ -f work/pipo-init/pipo.json ] || $PY export_pipo.py --init --out work/pipo-init --release specchat-pipo-init
-# Step budgets sized to ~30 minutes each on one shared core (measured 1,100-1,350 raw tokens/s in
-# stage 1, ~500 in stage 2, which also runs the plain target); --minutes stops a stage resumably.
+# Step budgets sized to ~30 minutes each on one shared core (measured 1,355 raw tokens/s in
+# stage 1, 569 in stage 2, which also runs the plain target); --minutes stops a stage resumably.
 $PY train_pipo.py stage1 --threads 1 --steps 1400 --minutes 35
 $PY train_pipo.py stage2 --threads 1 --steps 700 --minutes 35
 $PY export_pipo.py --ckpt work/pipo2.pt --out ../pipo --release "$RELEASE"
