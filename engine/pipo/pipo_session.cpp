@@ -47,6 +47,22 @@ PipoSession::PipoSession(PipoUnit& unit, int seq) : u_(unit), seq_(seq) {
   if (seq < 0 || seq >= u_.backbone->n_seq()) throw std::out_of_range("PipoSession: sequence out of range");
 }
 
+void PipoSession::latent(int32_t a, int32_t b, float* out) {
+  if (b != kPipoPad) {
+    u_.io->compress(a, b, out, io_scratch_);
+    return;
+  }
+  // (t, PAD) latents depend on t alone: kept per session (every step of a threshold-1 reply).
+  const int d = u_.backbone->config().d_model;
+  auto it = pad_latents_.find(a);
+  if (it == pad_latents_.end()) {
+    std::vector<float> v(static_cast<size_t>(d));
+    u_.io->compress(a, b, v.data(), io_scratch_);
+    it = pad_latents_.emplace(a, std::move(v)).first;
+  }
+  std::copy(it->second.begin(), it->second.end(), out);
+}
+
 void PipoSession::feed(int from_pair) {
   LlamaModel& bb = *u_.backbone;
   const int d = bb.config().d_model;
@@ -70,8 +86,8 @@ void PipoSession::feed(int from_pair) {
     for (int i = 0; i < len; ++i) {
       const int j = at + i;
       firsts[static_cast<size_t>(i)] = pairs_[static_cast<size_t>(2 * j)];
-      u_.io->compress(pairs_[static_cast<size_t>(2 * j)], pairs_[static_cast<size_t>(2 * j + 1)],
-                      b.embd.data() + static_cast<size_t>(i) * d, io_scratch_);
+      latent(pairs_[static_cast<size_t>(2 * j)], pairs_[static_cast<size_t>(2 * j + 1)],
+             b.embd.data() + static_cast<size_t>(i) * d);
       b.tokens.push_back(firsts[static_cast<size_t>(i)]);
       b.pos.push_back(j);
       b.parent.push_back(i - 1);
@@ -142,12 +158,14 @@ PipoStep PipoSession::step(const SamplingParams& sp, Rng& rng, float threshold, 
     const int32_t pos[1] = {m - 1};
     g_.resize(static_cast<size_t>(d));
     u_.mtp->forward(next, hidden_.data() + static_cast<size_t>(m - 1) * d, pos, 0, nullptr, mtp_, g_.data());
-    head_logits_.resize(static_cast<size_t>(bb.config().n_vocab));
-    u_.mtp->logits(g_.data(), 1, head_logits_.data(), mtp_);
     st.head_ran = true;
-    st.proposed = sample(head_logits_);
+    // The confidence reads h and g only: the head's LM head (a d × n_vocab product, as costly as
+    // the backbone's) runs only for a token 2 that is kept.
     st.confidence = u_.io->confidence(hidden_.data() + static_cast<size_t>(m - 1) * d, g_.data(), io_scratch_);
     if (st.confidence >= threshold) {
+      head_logits_.resize(static_cast<size_t>(bb.config().n_vocab));
+      u_.mtp->logits(g_.data(), 1, head_logits_.data(), mtp_);
+      st.proposed = sample(head_logits_);
       st.t2 = st.proposed;
       st.stop = is_stop(st.t2);
     }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/drafters/mtp_model.h"
@@ -57,7 +58,7 @@ struct PipoStep {
   int32_t t1 = 0;
   int32_t t2 = kPipoPad;         // kPipoPad when the head did not run or its token was dropped
   bool head_ran = false;         // the MTP head and confidence head ran this step
-  int32_t proposed = kPipoPad;   // the head's token (kept or not) when head_ran
+  int32_t proposed = kPipoPad;   // the head's token when it was kept (its LM head runs only then)
   float confidence = -1.0f;      // the confidence head's output when head_ran, else −1
   bool stop = false;             // t1 or t2 ends the turn
 };
@@ -112,6 +113,7 @@ class PipoSession {
  private:
   void feed(int from_pair);        // backbone rows for pairs_[from_pair..]
   void mtp_catch_up(int upto_row); // MTP rows [state.n, upto_row) from stored hidden states
+  void latent(int32_t a, int32_t b, float* out);  // compress, (t, PAD) cached
   PipoUnit& u_;
   int seq_ = 0;
   int fed_ = 0;                    // pairs in the backbone cache (= n_pairs() unless a stop pair is pending)
@@ -123,6 +125,7 @@ class PipoSession {
   Distribution dist_;
   SamplerScratch sampler_scratch_;
   std::vector<float> g_, head_logits_, latent_;
+  std::unordered_map<int32_t, std::vector<float>> pad_latents_;  // t -> latent of (t, PAD)
 };
 
 // The fidelity gauge (docs/design/pipo.md, "Monitoring"): on one step in `every`, the plain
