@@ -13,9 +13,11 @@
 #include <functional>
 #include <thread>
 
+#include "app/cli/pipo.h"
 #include "app/serve/http_server.h"
 #include "app/serve/log.h"
 #include "app/serve/metrics.h"
+#include "app/serve/pipo_service.h"
 #include "app/serve/scheduler.h"
 #include "engine/model_pair.h"
 #include "engine/runtime/request_planner.h"
@@ -65,6 +67,8 @@ const std::vector<Flag>& flags() {
       SPECCHAT_FLAG("--log-path", log_path),
       SPECCHAT_FLAG("--log-content", log_content),
       SPECCHAT_FLAG("--api-key", api_key),
+      SPECCHAT_FLAG("--pipo", pipo),
+      SPECCHAT_FLAG("--pipo-threshold", pipo_threshold),
   };
 #undef SPECCHAT_FLAG
   return v;
@@ -109,6 +113,33 @@ void check_model_files(const std::vector<std::string>& paths, const std::string&
     }
     log.info("start-up: checked " + p + " (" + detail + ")");
   }
+}
+
+// Start-up step 2b: the PIPO release unit (APPROXIMATE mode), loaded once and bound to the served
+// target (a release made from another target is refused: PipoError, exit 1), then warmed up.
+// The log names the release and the parts that loaded, and says the mode is approximate.
+std::unique_ptr<serve::PipoService> start_pipo(const ServeConfig& c, const std::string& target_path, ModelPair& pair,
+                                               serve::ServeMetrics& metrics, serve::Log& log) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string path = pipo_release_path(c.pipo);
+  PipoUnit unit = serve::load_serve_pipo_unit(path, target_path, pair.target->vocab(), pair.target->n_ctx(), c.threads,
+                                              pair.target->backend_kind());
+  const std::string backbone = unit.backbone->path(), mtp = unit.mtp->path(), io = serve::pipo_part_file(unit.info, "io");
+  auto svc = std::make_unique<serve::PipoService>(std::move(unit), c.pipo_threshold, pair.target->n_ctx(), c.queue,
+                                                  metrics);
+  svc->warm_up(pair.encode_prompt("Hello"));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const PipoReleaseInfo& info = svc->info();
+  char thr[64];
+  std::snprintf(thr, sizeof thr, "%.2f (the release recommends %.2f)", svc->default_threshold(),
+                info.recommended_threshold);
+  log.info("start-up: PIPO release '" + info.release + "' (" + info.manifest_path + ") loaded: backbone " + backbone +
+           ", MTP head " + mtp + ", compressor + confidence head " + io + "; acceptance_threshold " + thr +
+           ", pair_size 2, extra_draft_tokens 1, context " + std::to_string(svc->raw_limit()) + " raw tokens / " +
+           std::to_string(svc->latent_context()) + " pairs (" + std::to_string(static_cast<long>(ms)) + " ms)");
+  log.info(std::string("start-up: PIPO is approximate (") + serve::kPipoLabel +
+           "); only requests with \"decode_mode\": \"pipo\" use it");
+  return svc;
 }
 
 std::string mib(size_t bytes) {
@@ -177,6 +208,12 @@ void add_serve_options(CLI::App& cmd, ServeOptions& o) {
   cmd.add_option("--log-path", f.log_path, "log file (default stderr)");
   cmd.add_flag("--log-content", f.log_content, "also log prompt and reply text (off by default)");
   cmd.add_option("--api-key", f.api_key, "API key clients must send (Authorization: Bearer); or SPECCHAT_API_KEY");
+  cmd.add_option("--pipo", f.pipo,
+                 "PIPO release folder (or 'bundled') for requests with \"decode_mode\": \"pipo\": the APPROXIMATE "
+                 "dual-end mode, not verified by the target (never a default)");
+  cmd.add_option("--pipo-threshold", f.pipo_threshold,
+                 "default PIPO acceptance_threshold in [0, 1] (default: the release's recommended)")
+      ->check(CLI::Range(0.0, 1.0));
 }
 
 int cmd_serve(ServeOptions& o) {
@@ -221,8 +258,11 @@ int cmd_serve(ServeOptions& o) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
   log.info("start-up: loaded the tokenizer, " + std::string(pair.draft ? "the draft, " : "") + "the target (" +
            std::to_string(static_cast<long>(load_ms)) + " ms)");
-  // 3-4. drafters, verifier and caches (the Engine over the pair's KV pools)
   serve::ServeMetrics metrics;
+  // 2b. the PIPO unit (optional)
+  std::unique_ptr<serve::PipoService> pipo;
+  if (!c.pipo.empty()) pipo = start_pipo(c, target_path, pair, metrics, log);
+  // 3-4. drafters, verifier and caches (the Engine over the pair's KV pools)
   serve::Scheduler scheduler(pair, c.parallel, c.queue, c.threads, metrics);
   metrics.set_device_memory(pair.target->memory().device_used_bytes);
   // 5. warm-up
@@ -235,7 +275,7 @@ int cmd_serve(ServeOptions& o) {
     log.info("start-up: warm-up request generated " + std::to_string(r.stats.n_generated) + " tokens");
   }
   // 6. listen
-  serve::ApiServer server(c, pair, scheduler, metrics, log);
+  serve::ApiServer server(c, pair, scheduler, metrics, log, pipo.get());
   int port = 0;
   try {
     port = server.bind();
@@ -244,6 +284,7 @@ int cmd_serve(ServeOptions& o) {
     return 1;
   }
   scheduler.start();
+  if (pipo) pipo->start();
   server.set_ready(true);
   const MemoryInfo tm = pair.target->memory();
   const MemoryInfo dm = pair.draft ? pair.draft->memory() : MemoryInfo{};
@@ -257,7 +298,9 @@ int cmd_serve(ServeOptions& o) {
            " timeout_s=" + std::to_string(static_cast<long>(c.timeout_s)) + " max_body_bytes=" +
            std::to_string(c.max_body_bytes) + " memory: weights=" + mib(tm.weights_bytes + dm.weights_bytes) +
            " kv=" + mib(tm.kv_bytes + dm.kv_bytes) + " rss=" + mib(serve::resident_memory_bytes()) +
-           " auth=" + (c.api_key.empty() ? "off" : "on") + " load_ms=" + std::to_string(static_cast<long>(load_ms)) +
+           " auth=" + (c.api_key.empty() ? "off" : "on") +
+           " pipo=" + (pipo ? pipo->info().release + "(approximate)" : std::string("none")) +
+           " load_ms=" + std::to_string(static_cast<long>(load_ms)) +
            " ready_ms=" + std::to_string(static_cast<long>(ready_ms)));
 
   std::atomic<bool> listening_done{false};
@@ -268,6 +311,7 @@ int cmd_serve(ServeOptions& o) {
         // Requests in flight end with a 503 "shutting down" (streams: an error event, then
         // [DONE]) before the HTTP side stops, which would cut streams off mid-way.
         scheduler.stop();
+        if (pipo) pipo->stop();
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         server.stop();
         return;
@@ -280,6 +324,7 @@ int cmd_serve(ServeOptions& o) {
   if (!ok) log.error("listening failed");
   watcher.join();
   scheduler.stop();
+  if (pipo) pipo->stop();
   log.info("stopped");
   return ok ? 0 : 1;
 }

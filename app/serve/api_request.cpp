@@ -188,6 +188,27 @@ ApiRequest parse(const json& j, Endpoint endpoint, const ServeConfig& c, int max
     r.spec.auto_tree = false;
   }
   if (given("node_budget")) r.spec.node_budget = static_cast<int>(integer(j["node_budget"], "node_budget", 1, 127));
+  if (given("decode_mode")) {
+    const std::string m = text(j["decode_mode"], "decode_mode");
+    if (m == "pipo") r.mode = DecodeMode::pipo;
+    else if (m != "lossless") refuse("decode_mode", "'decode_mode' must be lossless or pipo (got '" + m + "')");
+  }
+  if (given("acceptance_threshold")) {
+    if (r.mode != DecodeMode::pipo) {
+      refuse("acceptance_threshold", "'acceptance_threshold' applies only to \"decode_mode\": \"pipo\"");
+    }
+    r.acceptance_threshold = static_cast<float>(number(j["acceptance_threshold"], "acceptance_threshold", 0, 1));
+  }
+  if (r.mode == DecodeMode::pipo) {
+    for (const char* k : {"drafter", "draft_k", "tree", "node_budget"}) {
+      if (given(k)) {
+        refuse(k, "'" + std::string(k) + "' does not apply to \"decode_mode\": \"pipo\" (PIPO drafts with its own head)");
+      }
+    }
+    if (given("speculative") && j["speculative"].get<bool>()) {
+      refuse("speculative", "'speculative': true does not apply to \"decode_mode\": \"pipo\" (it is approximate, not verified)");
+    }
+  }
   return r;
 }
 

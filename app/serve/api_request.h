@@ -9,6 +9,13 @@
 // and the speculative ones: speculative (bool), drafter (model|ngram|none), draft_k [0, 64],
 // tree (chain|dynamic|optimal), node_budget [1, 127]. Other keys are ignored, as OpenAI-style
 // servers do for parameters they do not implement.
+//
+// PIPO (docs/design/pipo.md; APPROXIMATE, never a default): "decode_mode": "pipo" selects it
+// ("lossless", the default, is the Engine's verified decoding); "acceptance_threshold" in [0, 1]
+// (token 2 kept when the confidence head's output is at least this; default: the server's
+// --pipo-threshold, else the release's recommended) is accepted only with decode_mode "pipo",
+// and so is no speculative parameter ("speculative": false excepted): PIPO drafts with its own
+// head, so a drafter named with it is a client's mistake, refused rather than ignored.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -37,6 +44,9 @@ struct ApiError {
 
 enum class Endpoint { chat, completion };
 
+// How a request decodes: lossless (the Engine; verified by the target) or pipo (approximate).
+enum class DecodeMode { lossless, pipo };
+
 struct ApiRequest {
   Endpoint endpoint = Endpoint::chat;
   std::vector<ChatMessage> messages;  // chat: the conversation, ending with the turn to answer
@@ -47,6 +57,8 @@ struct ApiRequest {
   std::vector<std::string> stop;      // at most 4, none empty
   bool stream = false;
   SpecSettings spec;                  // the server's defaults with the request's overrides
+  DecodeMode mode = DecodeMode::lossless;
+  float acceptance_threshold = -1.0f; // PIPO: [0, 1] as given; < 0 = not given (the server's default)
 };
 
 // Parses `body` for `endpoint` with the server's defaults and limits (`c`: sampling and

@@ -92,6 +92,14 @@ const std::map<std::string, Setter>& setters() {
       {"log_level", [](auto& k, auto& v, auto& c) { c.log_level = get_string(k, v); }},
       {"log_path", [](auto& k, auto& v, auto& c) { c.log_path = get_string(k, v); }},
       {"log_content", [](auto& k, auto& v, auto& c) { c.log_content = get_bool(k, v); }},
+      {"pipo", [](auto& k, auto& v, auto& c) { c.pipo = get_string(k, v); }},
+      {"pipo_threshold", [](auto& k, auto& v, auto& c) {
+         const double t = get_number(k, v);
+         if (t < 0 || t > 1) bad_type(k, "a number in [0, 1]");
+         c.pipo_threshold = t;
+       }},
+      {"pipo_pair_size", [](auto& k, auto& v, auto& c) { c.pipo_pair_size = get_int32(k, v); }},
+      {"pipo_extra_draft_tokens", [](auto& k, auto& v, auto& c) { c.pipo_extra_draft_tokens = get_int32(k, v); }},
   };
   return m;
 }
@@ -160,6 +168,17 @@ void validate_config(const ServeConfig& c) {
     throw ConfigError("log_level must be debug, info, warn or error (got \"" + c.log_level + "\")");
   }
   if (c.model_name.empty()) throw ConfigError("model_name must not be empty");
+  if (c.pipo_threshold != ServeConfig::kPipoThresholdUnset) {
+    check_range("pipo_threshold", c.pipo_threshold, 0, 1);
+    if (c.pipo.empty()) throw ConfigError("pipo_threshold (--pipo-threshold) needs a PIPO release (pipo / --pipo DIR)");
+  }
+  if (c.pipo_pair_size != 2) {
+    throw ConfigError("pipo_pair_size is fixed at 2 (tokens per latent; got " + std::to_string(c.pipo_pair_size) + ")");
+  }
+  if (c.pipo_extra_draft_tokens != 1) {
+    throw ConfigError("pipo_extra_draft_tokens is fixed at 1 (tokens the MTP head adds per step; got " +
+                      std::to_string(c.pipo_extra_draft_tokens) + ")");
+  }
   if (!is_loopback_host(c.host) && c.api_key.empty()) {
     throw ConfigError("refusing to listen on " + c.host +
                       " without an API key: set --api-key or SPECCHAT_API_KEY, or bind to 127.0.0.1");

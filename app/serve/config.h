@@ -50,6 +50,14 @@ struct ServeConfig {
   bool log_content = false;        // log prompt and reply text (off: ids, lengths, counts, times only)
   // security (from --api-key or SPECCHAT_API_KEY only, never from the file)
   std::string api_key;
+  // PIPO, the APPROXIMATE dual-end mode (docs/design/pipo.md): a release folder or its pipo.json
+  // ("bundled" = <bundled models>/pipo, resolved by the CLI); empty = none loaded (requests
+  // with "decode_mode": "pipo" get 400). Loaded once at start-up, bound to the served target.
+  std::string pipo;
+  double pipo_threshold = kPipoThresholdUnset;  // acceptance_threshold default, [0, 1]; unset = the release's
+  int pipo_pair_size = 2;           // fixed at 2 (tokens per latent); anything else is refused
+  int pipo_extra_draft_tokens = 1;  // fixed at 1 (tokens the MTP head adds per step)
+  static constexpr double kPipoThresholdUnset = -1.0;
 };
 
 // A bad config file or flag combination, in words; the server refuses to start.
@@ -64,8 +72,9 @@ void apply_config_json(const nlohmann::json& j, ServeConfig& c);
 // Reads and applies a config file. Throws ConfigError when it cannot be read or parsed.
 void apply_config_file(const std::string& path, ServeConfig& c);
 
-// Checks ranges and the security rule: a host that is not loopback needs an api_key. Throws
-// ConfigError naming the problem.
+// Checks ranges and the security rule: a host that is not loopback needs an api_key; PIPO:
+// pipo_threshold in [0, 1] (or unset) and only with pipo, pipo_pair_size 2, pipo_extra_draft_tokens
+// 1. Throws ConfigError naming the problem.
 void validate_config(const ServeConfig& c);
 
 // True for "localhost", 127.0.0.0/8 and ::1 (the only binds that need no key).

@@ -1,7 +1,9 @@
 // ApiServer::handle_generate: POST /v1/chat/completions and /v1/completions. Parses and
 // validates the body, encodes the prompt (chat: the model's chat template, as
 // `specchat-cli generate --chat`; completions: the raw prompt, as `--prompt`), hands a Job to the
-// Scheduler and answers with one JSON object or an SSE stream.
+// Scheduler (or, for "decode_mode": "pipo", to the PipoService) and answers with one JSON
+// object or an SSE stream. PIPO responses carry "pipo" (pipo_service.h): every stream chunk the
+// label, the final chunk and the whole object the reply's counters.
 #include <httplib.h>
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include "app/serve/api_response.h"
 #include "app/serve/client_socket.h"
 #include "app/serve/http_server.h"
+#include "app/serve/pipo_service.h"
 #include "engine/utf8.h"
 
 namespace specchat::serve {
@@ -57,6 +60,12 @@ void ApiServer::handle_generate(const httplib::Request& req, httplib::Response& 
   auto parsed = parse_api_request(req.body, ep, cfg_, max_output_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
   ApiRequest& a = std::get<ApiRequest>(parsed);
+  if (a.mode == DecodeMode::pipo && !pipo_) {
+    return refuse(ApiError{400,
+                           "this server has no PIPO release loaded (start it with --pipo DIR), so \"decode_mode\": "
+                           "\"pipo\" is unavailable",
+                           "invalid_request_error", "decode_mode", "pipo_unavailable"});
+  }
 
   auto job = std::make_shared<Job>();
   job->id = id;
@@ -82,7 +91,14 @@ void ApiServer::handle_generate(const httplib::Request& req, httplib::Response& 
   job->req.sampling = a.sampling;
   job->req.stop_strings = a.stop;
   job->spec = a.spec;
-  if (!scheduler_.submit(job)) {
+  if (a.mode == DecodeMode::pipo) {
+    job->pipo = true;
+    job->pipo_threshold = a.acceptance_threshold >= 0 ? a.acceptance_threshold : pipo_->default_threshold();
+    if (!pipo_->submit(job)) {
+      return refuse(ApiError{503, "the PIPO unit is busy (1 running, " + std::to_string(cfg_.queue) + " queued); retry later",
+                             "server_error", "", "queue_full"});
+    }
+  } else if (!scheduler_.submit(job)) {
     return refuse(ApiError{503, "the server is busy (" + std::to_string(cfg_.parallel) + " running, " +
                                     std::to_string(cfg_.queue) + " queued); retry later",
                            "server_error", "", "queue_full"});
@@ -103,6 +119,15 @@ void ApiServer::handle_generate(const httplib::Request& req, httplib::Response& 
                        " draft_n_accepted=" + std::to_string(s.n_accepted) + " steps=" + std::to_string(s.n_steps) +
                        " ttft_ms=" + std::to_string(static_cast<long>(j.ttft_ms)) +
                        " e2e_ms=" + std::to_string(static_cast<long>(ms_since(arrived)));
+    if (j.pipo) {
+      line += " mode=pipo approximate=true threshold=" + std::to_string(j.pipo_threshold);
+      if (j.pipo_report.is_object()) {
+        const json& p = j.pipo_report;
+        line += " head_runs=" + std::to_string(p.value("head_runs", 0L)) +
+                " token2_accepted=" + std::to_string(p.value("token2_accepted", 0L)) +
+                " latent_length=" + std::to_string(p.value("latent_length", 0L));
+      }
+    }
     for (const std::string& w : j.warnings) line += " warning=" + log_quote(w);
     if (!prompt_text.empty()) line += " prompt=" + prompt_text + " reply=" + log_quote(j.result.text);
     log_.info(line);
@@ -129,8 +154,9 @@ void ApiServer::handle_generate(const httplib::Request& req, httplib::Response& 
       send_error(res, ApiError{504, "the request timed out after " + std::to_string(cfg_.timeout_s) + " s",
                                "server_error", "", "timeout"});
     } else {
-      res.set_content(completion_json(meta, job->result).dump(-1, ' ', false, json::error_handler_t::replace),
-                      "application/json");
+      json body = completion_json(meta, job->result);
+      if (job->pipo) body["pipo"] = job->pipo_report;
+      res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
     }
     if (job->cancel.load() && !job->timed_out) end = Ending{"cancelled", 499, "client_gone"};
     log_end(*job, end);
@@ -163,9 +189,15 @@ void ApiServer::handle_generate(const httplib::Request& req, httplib::Response& 
           return false;
         }
         auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        // A PIPO stream labels every chunk (a client reading any one of them sees it is approximate).
+        auto chunk = [&](const std::string& text) {
+          json c = chunk_json(meta, text, st->first, nullptr);
+          if (job->pipo) c["pipo"] = pipo_label_json();
+          return sse_event(c);
+        };
         const size_t complete = done ? st->pending.size() : utf8_complete_prefix(st->pending);
         if (complete > 0 && !done) {
-          if (!write(sse_event(chunk_json(meta, st->pending.substr(0, complete), st->first, nullptr)))) {
+          if (!write(chunk(st->pending.substr(0, complete)))) {
             job->cancel = true;
             return false;
           }
@@ -183,11 +215,15 @@ void ApiServer::handle_generate(const httplib::Request& req, httplib::Response& 
           const std::string& text = job->result.text;
           // The final text is the streamed bytes plus the rest (its tail sanitised, B17).
           const std::string rest = text.size() > st->sent ? text.substr(st->sent) : std::string();
-          if (!rest.empty() || st->first) ok = write(sse_event(chunk_json(meta, rest, st->first, nullptr)));
+          if (!rest.empty() || st->first) ok = write(chunk(rest));
           if (ok && job->timed_out) {
             ok = write(sse_event(ApiError{504, "the request timed out", "server_error", "", "timeout"}.body()));
           }
-          if (ok) ok = write(sse_event(final_chunk_json(meta, job->result)));
+          if (ok) {
+            json last = final_chunk_json(meta, job->result);
+            if (job->pipo) last["pipo"] = job->pipo_report;
+            ok = write(sse_event(last));
+          }
         }
         if (ok) ok = write("data: [DONE]\n\n");
         st->ended = true;

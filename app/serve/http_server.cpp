@@ -5,6 +5,7 @@
 
 #include "app/serve/client_socket.h"
 #include "app/serve/connection_pool.h"
+#include "app/serve/pipo_service.h"
 
 #include <httplib.h>
 
@@ -48,8 +49,10 @@ const char* status_message(int status) {
 
 }  // namespace
 
-ApiServer::ApiServer(const ServeConfig& c, ModelPair& pair, Scheduler& scheduler, ServeMetrics& metrics, Log& log)
-    : cfg_(c), pair_(pair), scheduler_(scheduler), metrics_(metrics), log_(log), svr_(std::make_unique<httplib::Server>()) {
+ApiServer::ApiServer(const ServeConfig& c, ModelPair& pair, Scheduler& scheduler, ServeMetrics& metrics, Log& log,
+                     PipoService* pipo)
+    : cfg_(c), pair_(pair), scheduler_(scheduler), metrics_(metrics), log_(log), pipo_(pipo),
+      svr_(std::make_unique<httplib::Server>()) {
   const int n_ctx = pair_.target->n_ctx();
   max_input_ = c.max_input_tokens > 0 ? std::min(c.max_input_tokens, n_ctx - 1) : n_ctx - 1;
   max_output_ = c.max_output_tokens > 0 ? c.max_output_tokens : n_ctx;
@@ -162,7 +165,9 @@ void ApiServer::install_routes() {
 
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (ready_) {
-      send_json(res, 200, json{{"status", "ok"}});
+      json h{{"status", "ok"}};
+      if (pipo_) h["pipo"] = {{"release", pipo_->info().release}, {"approximate", true}, {"label", kPipoLabel}};
+      send_json(res, 200, h);
     } else {
       send_json(res, 503, ApiError{503, "loading the models", "unavailable_error", "", "loading"}.body());
     }
@@ -180,6 +185,7 @@ void ApiServer::install_routes() {
              {"parallel", cfg_.parallel},
              {"max_output_tokens", max_output_},
              {"max_input_tokens", max_input_}}}};
+    if (pipo_) m["meta"]["pipo"] = pipo_->describe();
     send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
   });
   s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {

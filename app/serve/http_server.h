@@ -2,6 +2,8 @@
 // the library llama-server uses). Routes (issue 14 §2):
 //   POST /v1/chat/completions, POST /v1/completions   (streaming SSE or one JSON object)
 //   GET  /v1/models, GET /health (no key needed), GET /metrics (Prometheus text)
+// Requests with "decode_mode": "pipo" (APPROXIMATE) go to the PipoService when one is given,
+// else they get 400 pipo_unavailable; /health and /v1/models name its release.
 // Every refusal is a JSON error in OpenAI's shape (ApiError): unknown routes 404, bodies over
 // the size limit 413, malformed requests 400, a missing or wrong key 401, a full queue 503 with
 // Retry-After. Handlers never let an exception out (500 JSON).
@@ -38,10 +40,14 @@ void exclusive_socket_options(int sock);
 // they differ; the length of `expected` may leak, not its content).
 bool keys_equal(const std::string& presented, const std::string& expected);
 
+class PipoService;
+
 class ApiServer {
  public:
   // Everything must outlive the server. The server is not ready (/health 503) until set_ready.
-  ApiServer(const ServeConfig& c, ModelPair& pair, Scheduler& scheduler, ServeMetrics& metrics, Log& log);
+  // `pipo`: the PIPO unit's service (pipo_service.h); null = none loaded.
+  ApiServer(const ServeConfig& c, ModelPair& pair, Scheduler& scheduler, ServeMetrics& metrics, Log& log,
+            PipoService* pipo = nullptr);
   ~ApiServer();
 
   // Binds c.host:c.port (port 0: any free one). Returns the bound port; throws
@@ -68,6 +74,7 @@ class ApiServer {
   Scheduler& scheduler_;
   ServeMetrics& metrics_;
   Log& log_;
+  PipoService* pipo_ = nullptr;
   std::unique_ptr<httplib::Server> svr_;
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> next_id_{1};

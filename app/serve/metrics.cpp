@@ -79,6 +79,28 @@ void ServeMetrics::set_device_memory(uint64_t bytes) {
   device_memory_ = bytes;
 }
 
+void ServeMetrics::on_pipo(const PipoTotals& t) {
+  std::lock_guard<std::mutex> l(m_);
+  ++pipo_requests_;
+  pipo_.steps += t.steps;
+  pipo_.head_runs += t.head_runs;
+  pipo_.token2_accepted += t.token2_accepted;
+  pipo_.raw_tokens += t.raw_tokens;
+  pipo_.latent_pairs += t.latent_pairs;
+  pipo_.raw_length += t.raw_length;
+}
+
+void ServeMetrics::set_pipo_load(int processing, int deferred) {
+  std::lock_guard<std::mutex> l(m_);
+  pipo_processing_ = processing;
+  pipo_deferred_ = deferred;
+}
+
+void ServeMetrics::set_pipo_release(const std::string& release) {
+  std::lock_guard<std::mutex> l(m_);
+  pipo_release_ = release;
+}
+
 uint64_t resident_memory_bytes() {
   std::ifstream in("/proc/self/statm");
   uint64_t size = 0, resident = 0;
@@ -119,6 +141,18 @@ void histogram(std::ostringstream& o, const std::string& name, const char* help,
   o << "specchat:" << name << "_count " << h.count << "\n";
 }
 
+// A label value in the exposition format: backslash, double quote and newline escaped.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char ch : v) {
+    if (ch == '\\') out += "\\\\";
+    else if (ch == '"') out += "\\\"";
+    else if (ch == '\n') out += "\\n";
+    else out += ch;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ServeMetrics::render() const {
@@ -152,6 +186,29 @@ std::string ServeMetrics::render() const {
   histogram(o, "time_per_output_token_seconds", "Decode time per generated token of a request (TPOT).", tpot_);
   histogram(o, "e2e_request_latency_seconds", "Time from a request's arrival to its last byte.", e2e_);
   histogram(o, "accepted_length_per_step", "Draft tokens accepted per verification step.", accepted_len_);
+  // PIPO (approximate: nothing here was verified by the target).
+  scalar(o, "pipo_requests_total", "counter", "PIPO (approximate) replies generated.", static_cast<double>(pipo_requests_));
+  scalar(o, "pipo_steps_total", "counter", "PIPO decode steps (pairs appended by decoding).",
+         static_cast<double>(pipo_.steps));
+  scalar(o, "pipo_head_runs_total", "counter", "PIPO steps that ran the MTP and confidence heads.",
+         static_cast<double>(pipo_.head_runs));
+  scalar(o, "pipo_token2_accepted_total", "counter",
+         "PIPO second tokens kept (confidence at least the acceptance threshold; not verified by the target).",
+         static_cast<double>(pipo_.token2_accepted));
+  scalar(o, "pipo_raw_tokens_total", "counter", "Tokens PIPO decoding emitted (PAD slots not counted).",
+         static_cast<double>(pipo_.raw_tokens));
+  scalar(o, "pipo_latent_pairs_total", "counter",
+         "Latent pairs each PIPO reply's sequence held at its end (prompt and reply), summed.",
+         static_cast<double>(pipo_.latent_pairs));
+  scalar(o, "pipo_raw_length_tokens_total", "counter",
+         "Raw tokens those latent pairs stand for, summed (over pipo_latent_pairs_total: the compression applied).",
+         static_cast<double>(pipo_.raw_length));
+  scalar(o, "pipo_requests_processing", "gauge", "PIPO requests being decoded now (one at a time).", pipo_processing_);
+  scalar(o, "pipo_requests_deferred", "gauge", "PIPO requests waiting for the PIPO unit.", pipo_deferred_);
+  if (!pipo_release_.empty()) {
+    header(o, "pipo_release_info", "gauge", "The PIPO release unit loaded (approximate mode), as a label.");
+    o << "specchat:pipo_release_info{release=\"" << label_value(pipo_release_) << "\"} 1\n";
+  }
   return o.str();
 }
 

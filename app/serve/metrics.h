@@ -7,8 +7,17 @@
 //              kv_cache_capacity_tokens, resident_memory_bytes, device_memory_used_bytes
 //   histograms specchat:time_to_first_token_seconds, time_per_output_token_seconds,
 //              e2e_request_latency_seconds, accepted_length_per_step
+//   PIPO (APPROXIMATE mode, docs/design/pipo.md "Monitoring"), always rendered (zeros without a
+//   release): counters specchat:pipo_requests_total, pipo_steps_total, pipo_head_runs_total,
+//   pipo_token2_accepted_total, pipo_raw_tokens_total (tokens PIPO decoding emitted),
+//   pipo_latent_pairs_total and pipo_raw_length_tokens_total (the pairs each reply's sequence
+//   held at its end and the raw tokens they stand for: their ratio is the compression applied);
+//   gauges pipo_requests_processing, pipo_requests_deferred; and, with a release loaded,
+//   specchat:pipo_release_info{release="<id>"} 1.
 // The token counters are the sums of the finished requests' `timings` (prompt_n, predicted_n,
-// draft_n, draft_n_accepted). Thread-safe: HTTP threads and the scheduler update it at once.
+// draft_n, draft_n_accepted; PIPO replies add their prompt_n and predicted_n, and draft nothing
+// since nothing is proposed to the target). Thread-safe: HTTP threads, the scheduler and the
+// PIPO worker update it at once.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +40,14 @@ struct Histogram {
   void observe(double v, uint64_t n = 1);
 };
 
+// One finished PIPO reply's monitoring figures (PipoCounters plus the sequence's lengths).
+struct PipoTotals {
+  long steps = 0, head_runs = 0, token2_accepted = 0;
+  long raw_tokens = 0;    // tokens emitted by decoding (PADs not counted)
+  long latent_pairs = 0;  // pairs the sequence held at the end (prompt + reply)
+  long raw_length = 0;    // raw tokens those pairs stand for (prompt + reply)
+};
+
 class ServeMetrics {
  public:
   ServeMetrics();
@@ -49,6 +66,12 @@ class ServeMetrics {
   void set_load(int processing, int deferred, long kv_used_tokens);
   void set_capacity(long kv_capacity_tokens);
   void set_device_memory(uint64_t bytes);
+  // A finished PIPO reply (its generation statistics go to on_generation as well).
+  void on_pipo(const PipoTotals& t);
+  // PIPO requests running (0 or 1) and waiting, sampled by the PIPO worker.
+  void set_pipo_load(int processing, int deferred);
+  // The loaded PIPO release's id; "" = none (no info sample).
+  void set_pipo_release(const std::string& release);
 
   // The exposition text (resident memory read from /proc/self/statm at render time).
   std::string render() const;
@@ -61,6 +84,10 @@ class ServeMetrics {
   int processing_ = 0, deferred_ = 0;
   long kv_used_ = 0, kv_capacity_ = 0;
   uint64_t device_memory_ = 0;
+  uint64_t pipo_requests_ = 0;
+  PipoTotals pipo_;
+  int pipo_processing_ = 0, pipo_deferred_ = 0;
+  std::string pipo_release_;
   Histogram ttft_, tpot_, e2e_, accepted_len_;
 };
 

@@ -40,6 +40,9 @@ struct Job {
   Clock::time_point arrived;    // when the HTTP request arrived
   Clock::time_point deadline;   // arrival + timeout (queue wait included)
   std::atomic<bool> cancel{false};  // set by the HTTP thread when the client went away
+  // PIPO (decode_mode "pipo", APPROXIMATE): run by PipoService (pipo_service.h), not the Engine.
+  bool pipo = false;
+  float pipo_threshold = 0;     // acceptance_threshold in force, [0, 1]
 
   // outputs (under m)
   std::mutex m;
@@ -52,6 +55,7 @@ struct Job {
   GenerationResult result;      // valid when done without error
   std::optional<ApiError> error;  // set when done with an error
   std::vector<std::string> warnings;  // from planning (settings that could not be honoured)
+  nlohmann::json pipo_report;   // PIPO: the response's "pipo" object (pipo_report_json), set with result
 
   // Takes the released text so far (under m).
   std::string take_released();
