@@ -53,6 +53,8 @@ ChatController::ChatController(EngineWorker* worker, const QString& database_pat
           Qt::QueuedConnection);
   connect(worker_, &EngineWorker::serverStateChanged, this, &ChatController::serverStateChanged,
           Qt::QueuedConnection);
+  connect(worker_, &EngineWorker::pipoStatusChanged, this, &ChatController::onPipoStatus, Qt::QueuedConnection);
+  connect(worker_, &EngineWorker::pipoNote, this, &ChatController::onPipoNote, Qt::QueuedConnection);
 
   StorageWorker* sw = storage_.worker();
   connect(sw, &StorageWorker::conversationsListed, &conversations_,
@@ -60,6 +62,7 @@ ChatController::ChatController(EngineWorker* worker, const QString& database_pat
   connect(sw, &StorageWorker::conversationsListed, this, &ChatController::onListed, Qt::QueuedConnection);
   connect(sw, &StorageWorker::messageSaveFailed, this, &ChatController::onMessageSaveFailed, Qt::QueuedConnection);
   connect(sw, &StorageWorker::renameFailed, this, &ChatController::onRenameFailed, Qt::QueuedConnection);
+  connect(sw, &StorageWorker::pipoHistoryResolved, this, &ChatController::onPipoHistory, Qt::QueuedConnection);
   connect(sw, &StorageWorker::alternativesLoaded, this,
           [this](qint64 conversation_id, const QHash<qint64, QList<qint64>>& alternatives) {
             const qint64 real = conversation_id < 0 ? created_ids_.value(conversation_id, 0) : conversation_id;
@@ -236,8 +239,9 @@ void ChatController::startReply() {
   reply_row_ = model_.append(reply);
   setBusy(job.id);
   setStats(tr("generating\u2026"));
+  job_pipo_ = job.settings.pipo.enabled && remote_url_.isEmpty();
   if (!engine_error_ || models_loaded_) setStatus(generatingText(), false);
-  Q_EMIT generateRequested(job);
+  dispatch(std::move(job), pipoEntries());
 }
 
 void ChatController::regenerate() {
@@ -447,7 +451,8 @@ void ChatController::onListed(const std::vector<Conversation>& list) {
 }
 
 QString ChatController::generatingText() const {
-  return remote_url_.isEmpty() ? tr("Generating a reply\u2026") : tr("Generating a reply on %1\u2026").arg(remote_url_);
+  if (!remote_url_.isEmpty()) return tr("Generating a reply on %1\u2026").arg(remote_url_);
+  return job_pipo_ ? tr("Generating a PIPO reply (%1)\u2026").arg(QString::fromUtf8(kPipoLabel)) : tr("Generating a reply\u2026");
 }
 
 void ChatController::restoreReadyStatus() {
@@ -504,7 +509,7 @@ Message ChatController::replyMessage(const GenerationSummary& s, qint64 conversa
   m.drafted = s.drafted;
   m.tokenizer_hash = s.tokenizer_hash;
   m.template_name = s.template_name.toStdString();
-  m.stats = to_message_stats(s.stats, s.speculative);
+  m.stats = to_message_stats(s);
   m.finish = s.finish.toStdString();
   if (!is_finish_reason(m.finish)) m.finish.clear();
   m.created_ms = now_ms();
@@ -524,6 +529,7 @@ void ChatController::onFinished(const GenerationSummary& reply) {
     } else {
       post([pending, m](StorageWorker* w) { w->addMessage(pending, m); });
     }
+    postLatents(pending, reply);
     return;
   }
   if (reply.job_id != current_job_ || reply_row_ < 0) return;
@@ -566,7 +572,7 @@ void ChatController::onFinished(const GenerationSummary& reply) {
     setStatus(ready_text_, storage_notice_is_error_);
   }
   engine_error_ = false;
-  const MessageStats stats = to_message_stats(s.stats, s.speculative);
+  const MessageStats stats = to_message_stats(s);
   model_.finishReply(row, s.text, stats, s.finish);
   model_.setReplyTokens(row, s.tokens, s.tokenizer_hash, s.template_name);
   setStats(format_stats(stats));
@@ -578,6 +584,7 @@ void ChatController::onFinished(const GenerationSummary& reply) {
   if (pending != 0) {
     post([pending, g = to_generation_record(s, job_settings_)](StorageWorker* w) { w->recordGeneration(pending, g); });
   }
+  finishPipo(row, pending, s);
 }
 
 void ChatController::saveCompareRun(const CompareRecord& record) {

@@ -15,6 +15,7 @@
 #include <QTimer>
 
 #include <functional>
+#include <map>
 #include <optional>
 
 #include "storage/conversation_store.h"
@@ -63,7 +64,11 @@ class ChatController : public QObject {
   bool statusIsError() const { return status_error_; }
   bool modelsLoaded() const { return models_loaded_; }
   const GenerationSettings& settings() const { return settings_; }
-  void setSettings(const GenerationSettings& s) { settings_ = s; }
+  // The settings of the next requests. A changed PIPO choice (s.pipo) goes to the engine at once
+  // (EngineWorker::setPipo: the release unit is loaded or freed, pipoStatusChanged follows).
+  void setSettings(const GenerationSettings& s);
+  // What the engine last said about PIPO (which parts loaded, or why not).
+  const PipoStatus& pipoStatus() const { return pipo_status_; }
   // The conversation whose deletion waits for its undo window; 0 when none.
   qint64 pendingDeleteId() const { return pending_delete_; }
   // The context of the next request without its new user turn: the system prompt first (when
@@ -169,6 +174,8 @@ class ChatController : public QObject {
   void lastReplyStats(bool found, const specchat::ui::LiveStats& stats);
   // Connected (queued) to EngineWorker::generate.
   void generateRequested(const specchat::ui::GenerateJob& job);
+  // PIPO's state changed (EngineWorker::pipoStatusChanged, forwarded).
+  void pipoStatusChanged(const specchat::ui::PipoStatus& status);
 
  private:
   void applyOpen(const StorageOpenResult& r);
@@ -178,6 +185,23 @@ class ChatController : public QObject {
   qint64 save(int row, const Message& m, qint64 replaced_id = 0);  // returns the pending id
   qint64 nextPending() { return --last_pending_; }
   void startReply();
+  // PIPO (chat_controller_pipo.cpp). dispatch: sends `job` to the engine; a PIPO job (local
+  // engine, settings.pipo.enabled) first gets its latent history from the storage thread
+  // (`entries`: the context's replies, path order), which onPipoHistory then hands on.
+  void dispatch(GenerateJob job, std::vector<PipoHistoryEntry> entries);
+  // The context's assistant replies as the history lookup takes them (same rows as
+  // ChatModel::contextMessages).
+  std::vector<PipoHistoryEntry> pipoEntries() const;
+  void onPipoHistory(quint64 job_id, const specchat::ui::PipoHistory& h);
+  void onPipoStatus(const specchat::ui::PipoStatus& st);
+  void onPipoNote(quint64 job_id, const QString& note);
+  // After reply `row` (saved as `pending`, 0 = not saved) finished: stores a PIPO reply's latents
+  // (in memory and in the database) and shows the reply's notice.
+  void finishPipo(int row, qint64 pending, const specchat::ui::GenerationSummary& s);
+  // Queues set_message_latents for a PIPO reply saved as `pending`.
+  void postLatents(qint64 pending, const specchat::ui::GenerationSummary& s);
+  // The status line's "Ready" text: the models' line, then PIPO's (format_pipo_status).
+  void updateReadyText();
   // `s` (a continuation's summary) joined onto the reply it continued: its text, ids and
   // draft flags follow `prefix`'s. Ids of another tokenizer or template are not joined (the
   // stored reply then has none: the next context encodes its text).
@@ -248,6 +272,11 @@ class ChatController : public QObject {
   bool status_error_ = false;
   bool models_loaded_ = false;
   QString ready_text_;           // status once models are loaded
+  QString models_ready_text_;    // the models' part of ready_text_
+  PipoStatus pipo_status_;       // EngineWorker::pipoStatusChanged
+  std::map<quint64, GenerateJob> pipo_waiting_;  // PIPO jobs waiting for their latent history
+  bool job_pipo_ = false;        // the current (or last) job is a PIPO reply
+  QString reply_notice_;         // a mode switch note for the current lossless reply ("" = none)
   QString remote_url_;           // replies come from this server (empty = the local engine)
   QString storage_notice_;       // what opening the database found (unsaved chat, file moved aside)
   bool storage_notice_is_error_ = false;

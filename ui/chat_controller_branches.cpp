@@ -63,6 +63,7 @@ void ChatController::continueReply() {
   for (const ContextMessage& cm : job.context) job.messages.push_back(cm.message);
   job.settings = request_settings(settings_);
   job_settings_ = job.settings;
+  std::vector<PipoHistoryEntry> entries = pipoEntries();  // the cut reply included: PIPO continues its latents
   // The row streams on from the cut text; if nothing comes, the cut reply is shown again.
   replaced_ = cut;
   continued_ = cut;
@@ -77,8 +78,9 @@ void ChatController::continueReply() {
   reply_row_ = model_.append(reply);
   setBusy(job.id);
   setStats(tr("continuing\u2026"));
+  job_pipo_ = job.settings.pipo.enabled && remote_url_.isEmpty();
   if (!engine_error_ || models_loaded_) setStatus(generatingText(), false);
-  Q_EMIT generateRequested(job);
+  dispatch(std::move(job), std::move(entries));
 }
 
 GenerationSummary ChatController::joinContinued(const ChatItem& prefix, const GenerationSummary& s) {

@@ -49,10 +49,13 @@ void ChatController::onModelsLoaded(const ModelInfo& info) {
   }
   if (others > 0) text += tr(" \u00b7 %n vocabulary warning(s)", "", others);
   if (!storage_notice_.isEmpty()) text += QStringLiteral(" \u00b7 ") + storage_notice_;
-  ready_text_ = text;
+  models_ready_text_ = text;
   engine_error_ = false;
+  // PIPO's line (which parts loaded) follows the models' when PIPO is on.
+  const QString pipo = format_pipo_status(pipo_status_);
+  ready_text_ = pipo.isEmpty() ? text : text + QStringLiteral(" \u00b7 ") + pipo;
   // A first Send loads the models lazily: the reply is being generated, which "Ready" would deny.
-  setStatus(isBusy() ? generatingText() : text, isBusy() ? false : storage_notice_is_error_);
+  setStatus(isBusy() ? generatingText() : ready_text_, isBusy() ? false : storage_notice_is_error_);
   // The models table: path, size, SHA-256 (hashed on the storage thread), architecture.
   if (persistent_) {
     post([t = info.target_path, d = info.draft_path](StorageWorker* w) {

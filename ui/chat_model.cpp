@@ -37,6 +37,7 @@ QVariant ChatModel::data(const QModelIndex& index, int role) const {
     case PiecesRole: return QVariant::fromValue(it.pieces);
     case SaveErrorRole: return it.save_error;
     case AlternativesRole: return QPoint(it.alt_index, it.alt_count);
+    case NoticeRole: return it.notice;
     default: return {};
   }
 }
@@ -51,7 +52,7 @@ QHash<int, QByteArray> ChatModel::roleNames() const {
           {StatsTextRole, "statsText"},
           {FinishRole, "finish"},
           {MessageIdRole, "messageId"}, {PiecesRole, "pieces"},
-          {SaveErrorRole, "saveError"}};
+          {SaveErrorRole, "saveError"}, {NoticeRole, "notice"}};
 }
 
 void ChatModel::setItems(QList<ChatItem> items) {
@@ -116,6 +117,18 @@ void ChatModel::setSaveError(int row, const QString& reason) {
   if (row < 0 || row >= items_.size()) return;
   items_[row].save_error = reason;
   changed(row, {SaveErrorRole});
+}
+
+void ChatModel::setNotice(int row, const QString& notice) {
+  if (row < 0 || row >= items_.size()) return;
+  items_[row].notice = notice;
+  changed(row, {NoticeRole});
+}
+
+void ChatModel::setPipoLatents(int row, std::vector<int32_t> pairs, std::string release) {
+  if (row < 0 || row >= items_.size()) return;
+  items_[row].pipo_pairs = std::move(pairs);
+  items_[row].pipo_release = std::move(release);
 }
 
 void ChatModel::setMessageId(int row, qint64 id) {

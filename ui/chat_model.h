@@ -47,6 +47,13 @@ struct ChatItem {
   std::vector<uint8_t> drafted;  // [token_ids.size()] 1 = accepted draft token (stored flags)
   uint64_t tokenizer_hash = 0;
   QString template_name;
+  // A line the chat shows under the reply: why its context was re-prefilled (a switch between
+  // PIPO and the lossless modes). Not stored.
+  QString notice;
+  // A PIPO reply made in this session: the pair sequence the backbone held after it
+  // (storage's message_latents, kept here too) and the release that made it; empty otherwise.
+  std::vector<int32_t> pipo_pairs;
+  std::string pipo_release;
 };
 
 // What a reply's finish reason (engine/generator.h finish_reason_name()) means to the user, for
@@ -71,6 +78,7 @@ class ChatModel : public QAbstractListModel {
     PiecesRole,                   // QVariant<QList<TokenPiece>>
     SaveErrorRole,                // QString, why the message was not stored (empty: fine)
     AlternativesRole,             // QPoint(index, count) of a reply's alternatives
+    NoticeRole,                   // QString, ChatItem::notice
   };
   Q_ENUM(Roles)
 
@@ -98,6 +106,10 @@ class ChatModel : public QAbstractListModel {
   void setAlternatives(int row, int index, int count);
   // Marks `row` as not stored, with the reason (shown on the message).
   void setSaveError(int row, const QString& reason);
+  // The notice line under reply `row` (ChatItem::notice); re-renders the row.
+  void setNotice(int row, const QString& notice);
+  // The latents of PIPO reply `row` (ChatItem::pipo_pairs / pipo_release); not rendered.
+  void setPipoLatents(int row, std::vector<int32_t> pairs, std::string release);
   // Token pieces rebuilt for a reloaded reply (PieceRebuilder); re-renders the row.
   void setPieces(int row, const QList<TokenPiece>& pieces);
 

@@ -17,6 +17,7 @@
 
 #include "ui/chat_model.h"
 #include "ui/markdown_reply.h"
+#include "ui/pipo_types.h"
 
 namespace specchat::ui {
 
@@ -339,7 +340,18 @@ void ChatView::writeRow(int row) {
                               (it.finish == QLatin1String("length") || it.finish == QLatin1String("cancelled"));
     if (!parts.isEmpty() || can_continue) {
       c.insertBlock(QTextBlockFormat(), stats_format(pal, font()));
-      c.insertText(parts.join(QStringLiteral(" \u00b7 ")), stats_format(pal, font()));
+      const QString line = parts.join(QStringLiteral(" \u00b7 "));
+      const QString label = QString::fromUtf8(kPipoLabel);
+      if (line.startsWith(label)) {  // a PIPO reply: the label stands out from the figures
+        QTextCharFormat warn = stats_format(pal, font());
+        warn.setForeground(QColor(0xb9, 0x77, 0x0e));
+        warn.setToolTip(tr("Generated in the PIPO mode: the second token of each step was proposed by the MTP "
+                           "head and kept by a confidence head, not checked by the target model"));
+        c.insertText(label, warn);
+        c.insertText(line.mid(label.size()), stats_format(pal, font()));
+      } else {
+        c.insertText(line, stats_format(pal, font()));
+      }
     }
     if (can_continue) {
       QTextCharFormat link = stats_format(pal, font());
@@ -350,6 +362,12 @@ void ChatView::writeRow(int row) {
       link.setToolTip(tr("Generate more of this reply, from where it stopped"));
       c.insertText(tr("Continue"), link);
       continue_row_ = row;
+    }
+    if (!it.notice.isEmpty()) {  // a mode switch (PIPO / lossless): how this reply's context was built
+      QTextCharFormat note = stats_format(pal, font());
+      note.setFontItalic(true);
+      c.insertBlock(QTextBlockFormat(), note);
+      c.insertText(it.notice, note);
     }
   }
   if (it.alt_count > 1 && !it.streaming) {

@@ -11,6 +11,10 @@
 #include <QTextCursor>
 #include <QVBoxLayout>
 
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
 #include "ui/engine_worker.h"
 
 namespace specchat::ui {
@@ -37,6 +41,60 @@ QString format_compare_side(const CompareSide& s, bool speculative) {
   return parts.join(sep);
 }
 
+QString format_compare_pipo_side(const CompareSide& s, const PipoLive& p) {
+  const QString sep = QStringLiteral(" \u00b7 ");
+  QStringList parts;
+  parts << CompareView::tr("TTFT %1 ms").arg(s.stats.ttft_ms, 0, 'f', 0)
+        << CompareView::tr("TPOT %1 ms").arg(p.tpot_ms, 0, 'f', 2)
+        << CompareView::tr("%1 tok/s").arg(s.stats.tokens_per_s(), 0, 'f', 1)
+        << CompareView::tr("total %1 s").arg(s.total_ms / 1000.0, 0, 'f', 2)
+        << CompareView::tr("%1 tokens").arg(s.stats.n_generated)
+        << CompareView::tr("token 2 kept %1").arg(p.acceptance_rate(), 0, 'f', 2)
+        << CompareView::tr("%1 tokens/step").arg(p.tokens_per_step(), 0, 'f', 2);
+  return parts.join(sep);
+}
+
+QString format_pipo_quality(const QString& quality_json, float threshold) {
+  const nlohmann::json q = nlohmann::json::parse(quality_json.toStdString(), nullptr, false);
+  if (!q.is_object() || q.empty()) return {};
+  QStringList parts;
+  // Numbers, booleans and short strings; long prose (how it was evaluated) stays in the manifest.
+  auto add = [&parts](const std::string& key, const nlohmann::json& v) {
+    const QString k = QString::fromStdString(key);
+    if (v.is_number_float()) {
+      parts << QStringLiteral("%1 %2").arg(k).arg(v.get<double>(), 0, 'g', 4);
+    } else if (v.is_number() || v.is_boolean()) {
+      parts << QStringLiteral("%1 %2").arg(k, QString::fromStdString(v.dump()));
+    } else if (v.is_string() && v.get<std::string>().size() <= 40) {
+      parts << QStringLiteral("%1 %2").arg(k, QString::fromStdString(v.get<std::string>()));
+    }
+  };
+  // An object keyed by thresholds ("0.5", "0.85", ...): the entry nearest the one in force.
+  auto nearest_threshold = [threshold](const nlohmann::json& o) -> const nlohmann::json* {
+    const nlohmann::json* best = nullptr;
+    double best_d = 0;
+    for (auto it = o.begin(); it != o.end(); ++it) {
+      bool ok = false;
+      const double t = QString::fromStdString(it.key()).toDouble(&ok);
+      if (!ok) return nullptr;
+      const double d = std::abs(t - threshold);
+      if (!best || d < best_d) best = &it.value(), best_d = d;
+    }
+    return best;
+  };
+  for (auto it = q.begin(); it != q.end(); ++it) {
+    if (!it.value().is_object()) {
+      add(it.key(), it.value());
+    } else if (const nlohmann::json* at = nearest_threshold(it.value()); at && at->is_object()) {
+      const std::string prefix = it.key() + "@" + QString::number(threshold, 'f', 2).toStdString() + ".";
+      for (auto sub = at->begin(); sub != at->end(); ++sub) add(prefix + sub.key(), sub.value());
+    } else {
+      for (auto sub = it.value().begin(); sub != it.value().end(); ++sub) add(it.key() + "." + sub.key(), sub.value());
+    }
+  }
+  return parts.join(QStringLiteral(" \u00b7 "));
+}
+
 QString format_speedup_decode(const CompareResult& r) {
   return CompareView::tr("speedup (decode) %1\u00d7").arg(r.speedup_decode, 0, 'f', 2);
 }
@@ -57,7 +115,9 @@ CompareView::CompareView(EngineWorker* worker, QWidget* parent)
       speedup_(new QLabel),
       total_ratio_(new QLabel),
       verdict_(new QLabel),
-      status_(new QLabel) {
+      status_(new QLabel),
+      header_(new QLabel),
+      quality_(new QLabel) {
   setObjectName(QStringLiteral("compareView"));
   setWindowTitle(tr("Compare baseline and speculative"));
   input_->setObjectName(QStringLiteral("compareInput"));
@@ -101,10 +161,14 @@ CompareView::CompareView(EngineWorker* worker, QWidget* parent)
   top->addLayout(buttons);
   auto* grid = new QGridLayout;
   auto* head0 = new QLabel(tr("<b>Baseline</b> (target only)"));
-  auto* head1 = new QLabel(tr("<b>Speculative</b>"));
-  head1->setObjectName(QStringLiteral("compareSpeculativeHeader"));
+  header_->setObjectName(QStringLiteral("compareSpeculativeHeader"));
+  quality_->setObjectName(QStringLiteral("compareQuality"));
+  quality_->setWordWrap(true);
+  quality_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  quality_->setToolTip(tr("The held-out figures the PIPO release was gated on (its manifest's \"quality\")"));
+  showMode(false);
   grid->addWidget(head0, 0, 0);
-  grid->addWidget(head1, 0, 1);
+  grid->addWidget(header_, 0, 1);
   grid->addWidget(text_[0], 1, 0);
   grid->addWidget(text_[1], 1, 1);
   grid->addWidget(stats_[0], 2, 0);
@@ -120,6 +184,7 @@ CompareView::CompareView(EngineWorker* worker, QWidget* parent)
   layout->addLayout(top);
   layout->addLayout(grid, 1);
   layout->addLayout(verdict_row);
+  layout->addWidget(quality_);
   layout->addWidget(status_);
   resize(900, 560);
 
@@ -151,6 +216,13 @@ CompareView::CompareView(EngineWorker* worker, QWidget* parent)
 
 void CompareView::setPrompt(const QString& text) { input_->setPlainText(text); }
 
+void CompareView::showMode(bool pipo) {
+  header_->setText(pipo ? tr("<b>PIPO</b> <span style=\"color:#b9770e\">(%1)</span>").arg(QString::fromUtf8(kPipoLabel))
+                        : tr("<b>Speculative</b>"));
+  setWindowTitle(pipo ? tr("Compare baseline and PIPO (approximate)") : tr("Compare baseline and speculative"));
+  if (!pipo) quality_->hide();
+}
+
 QString CompareView::waitingText() { return tr("Waiting for the current reply to finish\u2026"); }
 
 void CompareView::setChatBusy(bool busy) {
@@ -181,7 +253,9 @@ void CompareView::run() {
   job.prompt = prompt;
   job.system_prompt = system_prompt_;
   job.settings = settings_;
+  job.pipo = settings_.pipo.enabled;  // Settings › PIPO on: baseline vs PIPO
   if (job.settings.draft_k <= 0) job.settings.draft_k = GenerationSettings{}.draft_k;  // compare needs a drafter
+  showMode(job.pipo);
   has_result_ = false;
   result_ = CompareResult{};
   for (int i = 0; i < 2; ++i) {
@@ -208,7 +282,10 @@ void CompareView::onToken(quint64 job_id, int side, const QString& text, bool) {
     started_ = true;
     if (side == 0) status_->setText(tr("Running baseline\u2026"));
   }
-  if (side == 1 && text_[1]->document()->isEmpty()) status_->setText(tr("Running speculative\u2026"));
+  if (side == 1 && text_[1]->document()->isEmpty()) {
+    const bool pipo = header_->text().contains(QLatin1String("PIPO"));
+    status_->setText(pipo ? tr("Running PIPO\u2026") : tr("Running speculative\u2026"));
+  }
   QTextCursor c(text_[side]->document());
   c.movePosition(QTextCursor::End);
   c.insertText(text);
@@ -230,13 +307,26 @@ void CompareView::onFinished(const CompareResult& r) {
     status_->setText(tr("Stopped; the results are incomplete."));
   } else {
     stats_[0]->setText(format_compare_side(r.baseline, false));
-    stats_[1]->setText(format_compare_side(r.speculative, true));
+    stats_[1]->setText(r.pipo ? format_compare_pipo_side(r.speculative, r.pipo_live)
+                              : format_compare_side(r.speculative, true));
     speedup_->setText(format_speedup_decode(r));
     total_ratio_->setText(format_total_time_ratio(r));
     verdict_->setText(compare_verdict(r));
     const bool bad = r.greedy && !r.identical;
-    verdict_->setStyleSheet(bad ? QStringLiteral("color: #c0392b;") : QStringLiteral("color: #1e8449;"));
-    notes.prepend(tr("Speculative: %1, tree %2, budget %3.").arg(r.drafter, r.tree_mode).arg(r.node_budget));
+    // A lossless side that differs is a bug (red); PIPO may differ by design (amber).
+    verdict_->setStyleSheet(!bad ? QStringLiteral("color: #1e8449;")
+                            : r.pipo ? QStringLiteral("color: #b9770e;") : QStringLiteral("color: #c0392b;"));
+    if (r.pipo) {
+      notes.prepend(tr("PIPO release %1, threshold %2: %3.")
+                        .arg(r.pipo_live.release)
+                        .arg(r.pipo_live.threshold, 0, 'f', 2)
+                        .arg(QString::fromUtf8(kPipoLabel)));
+      const QString q = format_pipo_quality(r.pipo_quality_json, r.pipo_live.threshold);
+      quality_->setText(q.isEmpty() ? tr("The release states no quality figures.") : tr("Release quality: %1").arg(q));
+      quality_->show();
+    } else {
+      notes.prepend(tr("Speculative: %1, tree %2, budget %3.").arg(r.drafter, r.tree_mode).arg(r.node_budget));
+    }
     status_->setText(notes.join(QLatin1Char(' ')));
   }
   setRunning(0);

@@ -3,7 +3,9 @@
 // the speedup (decode tokens/s ratio) with the total-time ratio beside it (RequestPlanner's
 // definitions), and the verdict ("identical tokens" / "first difference at token N"; sampled runs
 // say that differences are expected). Results stay until the next run; Save hands them to
-// the window as a storage record.
+// the window as a storage record. With PIPO on in the settings (GenerationSettings::pipo) the
+// second side is PIPO instead (approximate, labelled so): the verdict is its divergence from
+// the baseline (the first differing token), and the release's quality figures are shown.
 #pragma once
 
 #include <QWidget>
@@ -26,7 +28,8 @@ class CompareView : public QWidget {
   // names: compareInput, compareRunButton, compareStopButton, compareSaveButton,
   // compareBaselineText, compareSpeculativeText, compareBaselineStats,
   // compareSpeculativeStats, compareSpeedup, compareTotalTimeRatio, compareVerdict,
-  // compareStatus.
+  // compareStatus, compareSpeculativeHeader (names the second side's mode) and compareQuality
+  // (a PIPO release's quality figures; hidden otherwise).
   explicit CompareView(EngineWorker* worker, QWidget* parent = nullptr);
 
   void setSettings(const GenerationSettings& s) { settings_ = s; }
@@ -81,7 +84,18 @@ class CompareView : public QWidget {
   QLabel* total_ratio_;
   QLabel* verdict_;
   QLabel* status_;
+  QLabel* header_;   // "Speculative" or "PIPO (approximate: …)"
+  QLabel* quality_;  // a PIPO release's quality figures
+  void showMode(bool pipo);  // the second side's header and the quality line
 };
+
+// "TTFT 12 ms · TPOT 3.1 ms · total 0.40 s · 48 tokens · token 2 kept 0.62 · 1.55 tokens/step"
+// of a PIPO side (CompareResult::pipo_live).
+QString format_compare_pipo_side(const CompareSide& s, const PipoLive& p);
+// The release's quality object as one line ("key value · key value …"): numbers, booleans and
+// short strings; an object keyed by thresholds (per_threshold) gives the entry nearest
+// `threshold` (written key@0.85.sub), other objects key.sub; "" for an empty or unreadable object.
+QString format_pipo_quality(const QString& quality_json, float threshold);
 
 // "TTFT 120 ms · 35.2 tok/s · total 1.40 s · 48 tokens" (+ " · α 0.71 · τ 2.9" when drafted);
 // tok/s is the decode speed (GenerationStats::tokens_per_s), total the side's total_ms.

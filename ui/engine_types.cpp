@@ -23,9 +23,30 @@ MessageStats to_message_stats(const GenerationStats& s, bool speculative) {
   return m;
 }
 
+std::vector<ContextMessage> job_context(const GenerateJob& job) {
+  if (!job.context.empty() && job.context.size() == job.messages.size()) return job.context;
+  std::vector<ContextMessage> out;
+  out.reserve(job.messages.size());
+  for (const ChatMessage& m : job.messages) out.push_back({m, {}, 0, {}});
+  return out;
+}
+
+MessageStats to_message_stats(const GenerationSummary& s) {
+  if (s.pipo) return pipo_message_stats(s.pipo_live, static_cast<int>(s.tokens.size()));
+  return to_message_stats(s.stats, s.speculative);
+}
+
 QString format_stats(const MessageStats& s) {
   const QString sep = QStringLiteral(" \u00b7 ");
   QStringList parts;
+  if (s.mode == kPipoMode) {  // the label first: a PIPO reply is never mistaken for a lossless one
+    parts << QString::fromUtf8(kPipoLabel) << QStringLiteral("PIPO")
+          << QStringLiteral("%1 tok/s").arg(s.tokens_per_s, 0, 'f', 1)
+          << QStringLiteral("token 2 kept %1").arg(s.acceptance_rate, 0, 'f', 2)
+          << QStringLiteral("%1 tokens/step").arg(s.mean_accepted_length, 0, 'f', 2)
+          << QStringLiteral("%1 tokens").arg(s.n_tokens);
+    return parts.join(sep);
+  }
   parts << QStringLiteral("%1 tok/s").arg(s.tokens_per_s, 0, 'f', 1);
   if (s.mode == "baseline") {
     parts << QStringLiteral("baseline");
@@ -65,6 +86,13 @@ void finish_compare(CompareResult& r) {
 
 QString compare_verdict(const CompareResult& r) {
   if (!r.error.isEmpty()) return QStringLiteral("error: %1").arg(r.error);
+  if (r.pipo) {  // approximate: a difference is what the mode may do, not a bug
+    if (!r.greedy) return QStringLiteral("sampled: outputs may differ (PIPO is %1)").arg(QString::fromUtf8(kPipoLabel));
+    if (r.identical) return QStringLiteral("identical tokens (PIPO is %1)").arg(QString::fromUtf8(kPipoLabel));
+    return QStringLiteral("diverges from the baseline at token %1 (PIPO is %2)")
+        .arg(r.first_diff)
+        .arg(QString::fromUtf8(kPipoLabel));
+  }
   if (!r.greedy) return QStringLiteral("sampled: outputs may differ, both follow the target distribution");
   if (r.identical) return QStringLiteral("identical tokens");
   return QStringLiteral("first difference at token %1").arg(r.first_diff);
@@ -97,8 +125,65 @@ GenerationSettings request_settings(const GenerationSettings& g) {
   return out;
 }
 
+namespace {
+
+nlohmann::json pipo_json(const PipoLive& p) {
+  return nlohmann::json{{"release", p.release.toStdString()},
+                        {"approximate", true},
+                        {"label", kPipoLabel},
+                        {"steps", p.steps},
+                        {"head_runs", p.head_runs},
+                        {"token2_accepted", p.accepted},
+                        {"token2_acceptance_rate", p.acceptance_rate()},
+                        {"raw_tokens", p.raw_tokens},
+                        {"tokens_per_step", p.tokens_per_step()},
+                        {"latent_length", p.latent_length},
+                        {"raw_length", p.raw_length},
+                        {"prompt_pairs", p.prompt_pairs},
+                        {"reused_pairs", p.reused_pairs},
+                        {"from_latents", p.from_latents},
+                        {"ttft_ms", p.ttft_ms},
+                        {"tpot_ms", p.tpot_ms},
+                        {"threshold", p.threshold},
+                        {"raw_context", p.raw_context},
+                        {"latent_context", p.latent_context}};
+}
+
+}  // namespace
+
 GenerationRecord to_generation_record(const GenerationSummary& s, const GenerationSettings& g) {
   GenerationRecord rec;
+  if (s.pipo) {
+    // PIPO: its own parameters and counters (docs/design/pipo.md, "Monitoring").
+    const PipoLive& p = s.pipo_live;
+    rec.mode = kPipoMode;
+    rec.params_json = nlohmann::json{{"temperature", g.sampling.temperature},
+                                     {"top_k", g.sampling.top_k},
+                                     {"top_p", g.sampling.top_p},
+                                     {"seed", g.sampling.seed},
+                                     {"max_tokens", g.max_tokens},
+                                     {"pair_size", 2},
+                                     {"extra_draft_tokens", 1},
+                                     {"acceptance_threshold", p.threshold},
+                                     {"raw_context", p.raw_context},
+                                     {"latent_context", p.latent_context},
+                                     {"release", p.release.toStdString()},
+                                     {"template", s.template_name.toStdString()}}
+                          .dump();
+    nlohmann::json st = pipo_json(p);
+    st["finish"] = s.finish.toStdString();
+    st["n_prompt"] = s.stats.n_prompt;
+    st["n_generated"] = s.stats.n_generated;
+    st["n_steps"] = s.stats.n_steps;
+    st["n_drafted"] = s.stats.n_drafted;
+    st["n_accepted"] = s.stats.n_accepted;
+    st["n_target_tokens"] = s.stats.n_target_tokens;
+    st["prefill_ms"] = s.stats.prefill_ms;
+    st["decode_ms"] = s.stats.decode_ms;
+    st["tokens_per_s"] = p.tokens_per_s();
+    rec.stats_json = st.dump();
+    return rec;
+  }
   rec.mode = s.speculative ? "speculative" : "baseline";
   rec.params_json = nlohmann::json{{"temperature", g.sampling.temperature},
                                    {"top_k", g.sampling.top_k},
@@ -165,6 +250,28 @@ LiveStats live_stats_from_record(const GenerationRecord& rec) {
   g.sample_ms = num(st, "sample_ms");
   g.accepted_hist = rec.accepted_hist;
   out.elapsed_ms = g.prefill_ms + g.decode_ms;
+  if (rec.mode == kPipoMode) {
+    out.pipo = true;
+    PipoLive& p = out.pipo_live;
+    p.release = str(st, "release");
+    p.steps = static_cast<long>(num(st, "steps"));
+    p.head_runs = static_cast<long>(num(st, "head_runs"));
+    p.accepted = static_cast<long>(num(st, "token2_accepted"));
+    p.raw_tokens = static_cast<long>(num(st, "raw_tokens"));
+    p.latent_length = static_cast<int>(num(st, "latent_length"));
+    p.raw_length = static_cast<int>(num(st, "raw_length"));
+    p.prompt_pairs = static_cast<int>(num(st, "prompt_pairs"));
+    p.reused_pairs = static_cast<int>(num(st, "reused_pairs"));
+    p.from_latents = st.is_object() && st.value("from_latents", false);
+    p.ttft_ms = num(st, "ttft_ms");
+    p.tpot_ms = num(st, "tpot_ms");
+    p.threshold = static_cast<float>(num(st, "threshold"));
+    p.raw_context = static_cast<int>(num(st, "raw_context"));
+    p.latent_context = static_cast<int>(num(st, "latent_context"));
+    out.drafter = QStringLiteral("PIPO");
+    out.tree_mode = QStringLiteral("none");
+    return out;
+  }
   if (out.speculative) {
     const QString d = str(pa, "drafter");
     out.drafter = d == QLatin1String("ngram") ? QStringLiteral("n-gram") : QStringLiteral("draft model");
@@ -190,10 +297,17 @@ CompareRecord to_compare_record(const CompareResult& r) {
                                    {"draft_k", g.draft_k},
                                    {"drafter", r.drafter.toStdString()},
                                    {"tree_mode", r.tree_mode.toStdString()},
-                                   {"node_budget", r.node_budget}}
+                                   {"node_budget", r.node_budget},
+                                   {"mode", r.pipo ? kPipoMode : "speculative"}}
                         .dump();
   rec.baseline_json = side_json(r.baseline).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  rec.speculative_json = side_json(r.speculative).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  nlohmann::json second = side_json(r.speculative);
+  if (r.pipo) {
+    second["pipo"] = pipo_json(r.pipo_live);
+    second["quality"] = nlohmann::json::parse(r.pipo_quality_json.toStdString(), nullptr, false);
+    if (second["quality"].is_discarded()) second["quality"] = nlohmann::json::object();
+  }
+  rec.speculative_json = second.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   rec.speedup = r.speedup_decode;
   rec.total_time_ratio = r.total_time_ratio;
   rec.identical = r.identical;
@@ -215,6 +329,11 @@ void register_engine_types() {
   qRegisterMetaType<ContextUsage>();
   qRegisterMetaType<ServerSettings>();
   qRegisterMetaType<ServerState>();
+  qRegisterMetaType<PipoChoice>();
+  qRegisterMetaType<PipoStatus>();
+  qRegisterMetaType<PipoHistory>();
+  qRegisterMetaType<PipoLive>();
+  qRegisterMetaType<std::vector<PipoHistoryEntry>>();
 }
 
 }  // namespace specchat::ui

@@ -15,6 +15,7 @@
 #include "engine/runtime/spec_settings.h"
 #include "engine/sampler.h"
 #include "storage/conversation_store.h"
+#include "ui/pipo_types.h"
 
 namespace specchat::ui {
 
@@ -37,6 +38,9 @@ struct GenerationSettings {
   int node_budget = SpecSettings{}.node_budget;   // tree modes: nodes per draft tree
   int tree_depth = SpecSettings{}.depth;          // tree modes: longest root-to-leaf path
   int tree_branch = SpecSettings{}.branch;        // dynamic trees: children expanded per node
+  // Settings › PIPO (ui/pipo_types.h): off by default. When on, local replies are generated in
+  // the approximate PIPO mode (labelled so) and Compare runs baseline vs PIPO.
+  PipoChoice pipo;
 };
 
 // The settings one request runs with: `g` with, when g.pin_seed is false and the temperature is
@@ -74,6 +78,10 @@ struct LiveStats {
   // far), for the sparkline; filled by the worker as the reply grows.
   std::vector<float> tps_history;
   QStringList warnings;         // settings not honoured (e.g. optimal tree without calibration)
+  // A PIPO reply (approximate): `pipo_live` holds its figures; stats maps them as GenerationStats
+  // (n_drafted / n_accepted = token-2 head runs / kept, n_steps = decode steps).
+  bool pipo = false;
+  PipoLive pipo_live;
 };
 
 // Where replies come from (Settings › Engine, issue 14 §7): the local engine (url empty), or an
@@ -121,7 +129,15 @@ struct GenerateJob {
   // of the previous turn is reused (engine/chat_context.h).
   std::vector<ContextMessage> context;
   GenerationSettings settings;
+  // settings.pipo.enabled: the latents the reply continues (ChatController fills it from the
+  // storage thread before sending the job).
+  PipoHistory pipo_history;
 };
+
+// The conversation of `job` as RequestPlanner::fit_context and build_chat_context take it:
+// job.context (the messages with their stored reply ids) when it matches job.messages, else the
+// messages without ids.
+std::vector<ContextMessage> job_context(const GenerateJob& job);
 
 // What came out of one job. Always emitted once per job, also when it failed (finish "error",
 // `error` set) or was cancelled before it started (finish "cancelled", no tokens).
@@ -138,6 +154,13 @@ struct GenerationSummary {
   uint64_t tokenizer_hash = 0;     // Vocab::hash() of the target, stored with the message
   QString template_name;           // chat template the prompt was rendered with
   int n_dropped_messages = 0;      // oldest turns left out so the prompt fits the context
+  // A PIPO reply (approximate, never silently plain): its figures, the pair sequence to store
+  // (the prompt's pairs + the reply's, set_message_latents) and the note when the context was
+  // re-prefilled instead of continuing stored latents ("" = continued or first turn).
+  bool pipo = false;
+  PipoLive pipo_live;
+  std::vector<int32_t> pipo_pairs;
+  QString pipo_note;
 };
 
 // Description of a loaded model pair, for the status line.
@@ -159,6 +182,8 @@ struct CompareJob {
   QString prompt;
   QString system_prompt;
   GenerationSettings settings;  // draft_k must be > 0 for a meaningful speculative side
+  // true: the second side is PIPO (settings.pipo) instead of speculative decoding.
+  bool pipo = false;
 };
 
 // One side of a compare run. Times in ms.
@@ -194,6 +219,11 @@ struct CompareResult {
   bool cancelled = false;
   QString error;
   QStringList warnings;        // e.g. "no calibration: dynamic tree instead of optimal"
+  // A baseline-vs-PIPO run (CompareJob::pipo): the second side is PIPO (approximate), its
+  // figures, and the release's held-out quality figures (the manifest's "quality" object).
+  bool pipo = false;
+  PipoLive pipo_live;
+  QString pipo_quality_json;
 };
 
 // Fills identical / first_diff / speedup_decode / total_time_ratio from the two sides
@@ -262,8 +292,12 @@ struct ContextUsage {
 
 // Stats as stored with a message, from the engine's GenerationStats.
 MessageStats to_message_stats(const GenerationStats& s, bool speculative);
+// Stats of a finished reply: pipo_message_stats for a PIPO reply, else the above.
+MessageStats to_message_stats(const GenerationSummary& s);
 
-// "12.3 tok/s · α 0.41 · τ 2.10 · 64 tokens" (baseline: "12.3 tok/s · baseline · 64 tokens").
+// "12.3 tok/s · α 0.41 · τ 2.10 · 64 tokens" (baseline: "12.3 tok/s · baseline · 64 tokens";
+// PIPO: "approximate: not verified by the target · PIPO · 12.3 tok/s · token 2 kept 0.62 ·
+// 1.62 tokens/step · 64 tokens").
 QString format_stats(const MessageStats& s);
 
 // Registers the types above for queued connections (idempotent; the worker calls it).

@@ -7,6 +7,7 @@
 
 #include "engine/runtime/request_planner.h"
 #include "ui/local_server.h"
+#include "ui/pipo_engine.h"
 #include "ui/spec_setup.h"
 
 namespace specchat::ui {
@@ -29,16 +30,6 @@ QString current_exception_message() {
   } catch (...) {
     return QStringLiteral("unknown error");
   }
-}
-
-// The conversation as RequestPlanner::fit_context takes it: `context` (the messages with their
-// stored reply ids) when it matches `messages`, else the messages without ids.
-std::vector<ContextMessage> job_context(const GenerateJob& job) {
-  if (!job.context.empty() && job.context.size() == job.messages.size()) return job.context;
-  std::vector<ContextMessage> out;
-  out.reserve(job.messages.size());
-  for (const ChatMessage& m : job.messages) out.push_back({m, {}, 0, {}});
-  return out;
 }
 
 }  // namespace
@@ -74,6 +65,7 @@ void EngineWorker::endJob() {
 void EngineWorker::unload() {
   stopServer();  // it runs on the pair: goes first
   loaded_.store(false);
+  pipo_.reset();       // bound to this target: loaded again (setPipo's choice) with the next pair
   generator_.reset();  // references the models: goes first
   pair_.reset();
 }
@@ -90,6 +82,12 @@ void EngineWorker::loadModels(const QString& target, const QString& draft) {
     options_.chat_template = chat_template_;
   }
   unload();
+  if (pipo_choice_.enabled) {  // the unit is bound to the target: it loads again after the pair
+    PipoStatus st;
+    st.enabled = true;
+    st.folder = pipo_release_folder(pipo_choice_);
+    Q_EMIT pipoStatusChanged(st);
+  }
   QString error;
   ensureLoaded(&error);
 }
@@ -141,6 +139,15 @@ bool EngineWorker::ensureLoaded(QString* error) {
   for (const auto& w : pair_->warnings) info.warnings << QString::fromStdString(w);
   Q_EMIT modelsLoaded(info);
   startServer();
+  if (pipo_choice_.enabled) {
+    // PIPO's unit is bound to this target; a refusal is shown (and every PIPO request fails
+    // with it), the pair itself stays loaded.
+    try {
+      loadPipo(pipo_choice_);
+    } catch (...) {
+      Q_EMIT errorOccurred(current_exception_message());
+    }
+  }
   return true;
 }
 
@@ -175,6 +182,12 @@ void EngineWorker::generate(const GenerateJob& job) {
     return;
   }
   try {
+    if (job.settings.pipo.enabled) {
+      generatePipo(job, out);  // approximate; never falls back to plain decoding
+      endJob();
+      Q_EMIT generationFinished(out);
+      return;
+    }
     // RequestPlanner's one context policy (the CLI's chat uses it too).
     const ContextFit fit = RequestPlanner(*pair_).fit_context(job_context(job), job.settings.max_tokens);
     if (!fit.fits) throw GenerationError("prompt_too_long", fit.problem);

@@ -21,6 +21,7 @@
 namespace specchat::ui {
 
 struct SpecSetup;  // ui/spec_setup.h
+struct PipoEngine;  // ui/pipo_engine.h
 class LocalServer;  // ui/local_server.h
 
 // Owns a ModelPair and a Generator (KV prefix reuse across turns). Every slot catches all
@@ -77,10 +78,21 @@ class EngineWorker : public QObject {
   }
   // Generates one reply. Loads the last requested pair first when none is loaded (lazy start,
   // and a retry after a failed load). Emits tokenGenerated per token, then generationFinished.
+  // With job.settings.pipo.enabled (and a local engine) the reply is generated in the
+  // approximate PIPO mode (engine_worker_pipo.cpp): the release unit is loaded (checked against
+  // the loaded target) if it is not, and a refused or missing release fails the request with
+  // its reason (finish "error"): it never falls back to plain decoding.
   void generate(const specchat::ui::GenerateJob& job);
+  // Settings › PIPO (engine_worker_pipo.cpp): remembered for the next model load; with models
+  // loaded, an enabled choice loads the release unit now (bound to the loaded target) and a
+  // disabled one frees it. Emits pipoStatusChanged (which parts loaded, or why not; an error
+  // also as errorOccurred).
+  void setPipo(const specchat::ui::PipoChoice& choice);
   // Runs `job.prompt` baseline (no drafter), then speculative with job.settings, each from a
   // cold KV cache. Streams both sides through compareToken and statsUpdated, then emits
   // compareFinished once (also on error, cancellation through stop(job.id), or no models).
+  // job.pipo: the second side is PIPO (job.settings.pipo; approximate) from a cold PIPO cache,
+  // and the result carries its figures, the divergence from baseline and the release's quality.
   // Use ids that do not collide with generate()'s (e.g. with bit 62 set).
   void compare(const specchat::ui::CompareJob& job);
   // Decodes a stored reply into per-token pieces; emits piecesDecoded (ok false when no
@@ -128,6 +140,12 @@ class EngineWorker : public QObject {
   void benchFinished(const specchat::ui::BenchResult& result);
   // The app's server started, stopped or failed to start (setServer, and around model loads).
   void serverStateChanged(const specchat::ui::ServerState& state);
+  // PIPO's release unit loaded, failed to load (status.error) or was freed (setPipo, model
+  // loads, a PIPO request).
+  void pipoStatusChanged(const specchat::ui::PipoStatus& status);
+  // PIPO job `job_id` re-prefills its context instead of continuing stored latents: why
+  // (plan_pipo_turn's note), before its first token.
+  void pipoNote(quint64 job_id, const QString& note);
 
  private:
   bool ensureLoaded(QString* error);  // worker thread; false when no pair could be loaded
@@ -148,6 +166,16 @@ class EngineWorker : public QObject {
   // statistics come from its usage/timings. The summary has no token ids (the next context is
   // built from text) and finish "eos" for the server's "stop".
   void generateRemote(const GenerateJob& job, const RemoteEngine& r, GenerationSummary& out);
+  // PIPO (engine_worker_pipo.cpp). loadPipo: makes pipo_ the unit `c` names, bound to the loaded
+  // pair's target (kept when already loaded with the same folder and context); emits
+  // pipoStatusChanged and rethrows PipoError / ModelError / GgufError when it cannot.
+  void loadPipo(const PipoChoice& c);
+  void freePipo();  // emits pipoStatusChanged (disabled) when a unit was loaded
+  // generate() in PIPO mode: fills `out` (pipo = true); throws what loadPipo, build_chat_context
+  // and pipo_generate throw (std::length_error for a conversation longer than PIPO's context).
+  void generatePipo(const GenerateJob& job, GenerationSummary& out);
+  // compare() with a PIPO second side: fills out.speculative with PIPO's reply; throws as above.
+  void comparePipoSide(const CompareJob& job, const std::vector<ChatMessage>& messages, CompareResult& out);
 
   PairOptions options_;               // last requested pair
   std::atomic<int> target_backend_{static_cast<int>(BackendKind::cpu)};
@@ -159,6 +187,8 @@ class EngineWorker : public QObject {
   ServerSettings server_settings_;         // Settings › Server (worker thread)
   std::unique_ptr<LocalServer> server_;    // running app server (sequences 1..parallel)
   FeatureDrafters features_;  // the block drafter / MTP head found beside the target (optional)
+  PipoChoice pipo_choice_;             // Settings › PIPO (worker thread)
+  std::unique_ptr<PipoEngine> pipo_;   // the loaded release unit and the chat's PIPO session
   std::atomic<bool> loaded_{false};
 
   // Cancellation bookkeeping, shared with the GUI thread. The mutex guards the ids only (never

@@ -9,6 +9,7 @@
 
 #include "ui/engine_worker.h"
 #include "engine/utf8.h"
+#include "ui/pipo_engine.h"
 #include "ui/spec_setup.h"
 
 namespace specchat::ui {
@@ -41,7 +42,8 @@ QString exception_message() {
 void EngineWorker::fillMemory(LiveStats& live) const {
   live.rss_bytes = process_rss_bytes();
   if (!pair_) return;
-  live.kv_bytes = pair_->target->kv_bytes() + (pair_->draft ? pair_->draft->kv_bytes() : 0);
+  live.kv_bytes = pair_->target->kv_bytes() + (pair_->draft ? pair_->draft->kv_bytes() : 0) +
+                  (pipo_ ? pipo_->unit.backbone->kv_bytes() : 0);
   const MemoryInfo m = pair_->target->memory();
   live.vram_used_bytes = m.on_device ? m.device_used_bytes : 0;
   live.vram_total_bytes = m.on_device ? m.device_total_bytes : 0;
@@ -117,7 +119,11 @@ void EngineWorker::compare(const CompareJob& job) {
     out.tree_mode = spec.tree_mode;
     out.node_budget = spec.node_budget;
     out.warnings = spec.warnings;
-    if (!spec.speculative) out.warnings << QStringLiteral("the speculative side runs without a drafter");
+    if (job.pipo) {
+      out.warnings.clear();  // the second side is PIPO: the drafter settings play no part
+    } else if (!spec.speculative) {
+      out.warnings << QStringLiteral("the speculative side runs without a drafter");
+    }
     SpecSetup base;
     base.drafter = QStringLiteral("none");
     base.tree_mode = QStringLiteral("none");
@@ -130,6 +136,10 @@ void EngineWorker::compare(const CompareJob& job) {
       generator_->warm_up(w);
     }
     for (int side = 0; side < 2 && !cancel_.load(); ++side) {
+      if (side == 1 && job.pipo) {  // baseline vs PIPO (approximate), from a cold PIPO cache
+        comparePipoSide(job, messages, out);
+        continue;
+      }
       // Cold caches: both sides pay the same prefill, so TTFT and totals compare fairly.
       generator_->clear_cache();
       req.spec = setups[side]->spec;

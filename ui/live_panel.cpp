@@ -51,7 +51,15 @@ LivePanel::LivePanel(QWidget* parent)
       kv_(value_label("liveKv")),
       drafter_(value_label("liveDrafter")),
       tree_(value_label("liveTree")),
-      state_(value_label("liveState")) {
+      state_(value_label("liveState")),
+      pipo_box_(new QWidget),
+      pipo_label_(value_label("livePipoLabel")),
+      pipo_release_(value_label("livePipoRelease")),
+      pipo_acceptance_(value_label("livePipoAcceptance")),
+      pipo_tps_(value_label("livePipoTokensPerStep")),
+      pipo_length_(value_label("livePipoLength")),
+      pipo_timing_(value_label("livePipoTiming")),
+      pipo_cache_(value_label("livePipoCache")) {
   setObjectName(QStringLiteral("livePanel"));
   spark_->setObjectName(QStringLiteral("liveSparkline"));
   hist_->setObjectName(QStringLiteral("liveHistogram"));
@@ -87,10 +95,35 @@ LivePanel::LivePanel(QWidget* parent)
   form->addRow(tr("Drafter"), drafter_);
   form->addRow(tr("Tree"), tree_);
 
+  // PIPO (approximate): its own figures (docs/design/pipo.md, "Monitoring").
+  pipo_box_->setObjectName(QStringLiteral("livePipoBox"));
+  pipo_label_->setText(QString::fromUtf8(kPipoLabel));
+  pipo_label_->setStyleSheet(QStringLiteral("color: #b9770e; font-weight: bold;"));
+  pipo_label_->setWordWrap(true);
+  pipo_length_->setWordWrap(true);
+  pipo_timing_->setWordWrap(true);
+  pipo_acceptance_->setToolTip(tr("Steps whose second token the confidence head kept, of the steps that ran the MTP head"));
+  pipo_tps_->setToolTip(tr("Tokens emitted per decode step (1 to 2)"));
+  pipo_length_->setToolTip(tr("Pairs the backbone's KV cache holds for the conversation, against the tokens they stand for"));
+  pipo_cache_->setToolTip(tr("Prompt pairs kept in the backbone's KV cache from the previous turn, and whether the "
+                             "turn continued the stored latents"));
+  auto* pf = new QFormLayout(pipo_box_);
+  pf->setContentsMargins(0, 0, 0, 0);
+  pf->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  pf->addRow(pipo_label_);
+  pf->addRow(tr("Release"), pipo_release_);
+  pf->addRow(tr("Token 2 kept"), pipo_acceptance_);
+  pf->addRow(tr("Tokens / step"), pipo_tps_);
+  pf->addRow(tr("Latent / raw"), pipo_length_);
+  pf->addRow(tr("TTFT / TPOT"), pipo_timing_);
+  pf->addRow(tr("Cache"), pipo_cache_);
+  pipo_box_->hide();
+
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(state_);
   layout->addWidget(tps_);
   layout->addWidget(spark_);
+  layout->addWidget(pipo_box_);
   layout->addLayout(form);
   layout->addStretch(1);
   setMinimumWidth(240);
@@ -105,6 +138,7 @@ void LivePanel::clear() {
   spark_->setValues({});
   hist_->setCounts({});
   split_bar_->setParts({});
+  pipo_box_->hide();
 }
 
 void LivePanel::setStats(const LiveStats& s) {
@@ -142,6 +176,39 @@ void LivePanel::setStats(const LiveStats& s) {
   if (!s.warnings.isEmpty()) state_->setText(state_->text() + QStringLiteral(" \u26a0"));
   tree_->setText(s.speculative ? tr("%1 \u00b7 budget %2 \u00b7 depth %3").arg(s.tree_mode).arg(s.node_budget).arg(s.tree_depth)
                                : tr("none"));
+  setPipo(s);
+}
+
+void LivePanel::setPipo(const LiveStats& s) {
+  pipo_box_->setVisible(s.pipo);
+  if (!s.pipo) return;
+  const PipoLive& p = s.pipo_live;
+  // The lossless rows do not apply: nothing was verified.
+  alpha_->setText(tr("\u2014 (PIPO)"));
+  tau_->setText(tr("\u2014 (PIPO)"));
+  counts_->setText(tr("%1 steps, %2 ran the MTP head").arg(p.steps).arg(p.head_runs));
+  tree_->setText(tr("none"));
+  tps_->setText(tr("%1 tok/s").arg(p.tokens_per_s(), 0, 'f', 1));
+  pipo_release_->setText(p.release.isEmpty() ? tr("\u2014") : p.release);
+  pipo_acceptance_->setText(tr("%1 (%2 / %3) \u00b7 threshold %4")
+                                .arg(p.acceptance_rate(), 0, 'f', 2)
+                                .arg(p.accepted)
+                                .arg(p.head_runs)
+                                .arg(p.threshold, 0, 'f', 2));
+  pipo_tps_->setText(QString::number(p.tokens_per_step(), 'f', 2));
+  const double ratio = p.latent_length > 0 ? static_cast<double>(p.raw_length) / p.latent_length : 0.0;
+  pipo_length_->setText(tr("%1 pairs / %2 tokens (%3\u00d7) \u00b7 limits %4 / %5")
+                            .arg(p.latent_length)
+                            .arg(p.raw_length)
+                            .arg(ratio, 0, 'f', 2)
+                            .arg(p.latent_context)
+                            .arg(p.raw_context));
+  QString timing = tr("%1 / %2").arg(format_ms(p.ttft_ms), format_ms(p.tpot_ms));
+  pipo_timing_->setText(timing.replace(QStringLiteral("&nbsp;"), QStringLiteral(" ")));
+  pipo_cache_->setText(tr("%1 of %2 prompt pairs reused \u00b7 %3")
+                           .arg(p.reused_pairs)
+                           .arg(p.prompt_pairs)
+                           .arg(p.from_latents ? tr("continued the stored latents") : tr("prefilled in pairs")));
 }
 
 }  // namespace specchat::ui

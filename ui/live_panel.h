@@ -24,7 +24,10 @@ class LivePanel : public QWidget {
  public:
   // Children have object names for tests and style sheets: liveTokensPerS, liveSparkline,
   // liveAlpha, liveTau, liveHistogram, liveCounts, liveSplitBar, liveSplit, liveMemory,
-  // liveKv, liveDrafter, liveTree, liveState.
+  // liveKv, liveDrafter, liveTree, liveState; for PIPO replies (approximate) the livePipoBox
+  // section: livePipoLabel ("approximate: not verified by the target"), livePipoRelease,
+  // livePipoAcceptance (token 2's acceptance rate), livePipoTokensPerStep, livePipoLength
+  // (latent length vs raw length), livePipoTiming (TTFT / TPOT), livePipoCache (pairs reused).
   explicit LivePanel(QWidget* parent = nullptr);
 
   const LiveStats& stats() const { return stats_; }
@@ -52,6 +55,15 @@ class LivePanel : public QWidget {
   QLabel* drafter_;
   QLabel* tree_;
   QLabel* state_;
+  QWidget* pipo_box_;
+  QLabel* pipo_label_;
+  QLabel* pipo_release_;
+  QLabel* pipo_acceptance_;
+  QLabel* pipo_tps_;
+  QLabel* pipo_length_;
+  QLabel* pipo_timing_;
+  QLabel* pipo_cache_;
+  void setPipo(const LiveStats& s);  // the PIPO section (shown for PIPO replies only)
 };
 
 // "1.2 GiB", "340.0 MiB", "12.0 KiB", "512 B".

@@ -90,6 +90,12 @@ AppSettings load_settings(const QString& file) {
   g.sampling.seed = q->value(QStringLiteral("sampling/seed"), QVariant::fromValue<qulonglong>(g.sampling.seed)).toULongLong();
   g.pin_seed = q->value(QStringLiteral("sampling/pin_seed"), g.pin_seed).toBool();
   g.max_tokens = read_int(*q, "sampling/max_tokens", g.max_tokens, 1, 1000000);
+  // Settings › PIPO: off unless the file says "true" (approximate: never a default).
+  g.pipo.enabled = q->value(QStringLiteral("pipo/enabled"), false).toBool();
+  g.pipo.release = q->value(QStringLiteral("pipo/release")).toString().trimmed();
+  g.pipo.threshold = static_cast<float>(read_double(*q, "pipo/threshold", g.pipo.threshold, -1, 1));
+  if (g.pipo.threshold < 0) g.pipo.threshold = -1.0f;  // the release's recommended threshold
+  g.pipo.raw_context = read_int(*q, "pipo/raw_context", g.pipo.raw_context, 0, 16 * 1024 * 1024);
   s.theme = q->value(QStringLiteral("ui/theme"), s.theme).toString();
   s.model_folders = q->value(QStringLiteral("models/folders")).toStringList();
   s.recent_models = q->value(QStringLiteral("models/recent")).toStringList();
@@ -128,6 +134,10 @@ bool save_settings(const AppSettings& s, const QString& file) {
   q->setValue(QStringLiteral("sampling/seed"), QVariant::fromValue<qulonglong>(g.sampling.seed));
   q->setValue(QStringLiteral("sampling/pin_seed"), g.pin_seed);
   q->setValue(QStringLiteral("sampling/max_tokens"), g.max_tokens);
+  q->setValue(QStringLiteral("pipo/enabled"), g.pipo.enabled);
+  q->setValue(QStringLiteral("pipo/release"), g.pipo.release.trimmed());
+  q->setValue(QStringLiteral("pipo/threshold"), g.pipo.threshold < 0 ? -1.0 : float_setting(g.pipo.threshold));
+  q->setValue(QStringLiteral("pipo/raw_context"), g.pipo.raw_context);
   q->setValue(QStringLiteral("ui/theme"), s.theme);
   q->setValue(QStringLiteral("models/folders"), s.model_folders);
   q->setValue(QStringLiteral("models/recent"), s.recent_models);

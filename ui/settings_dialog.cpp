@@ -226,9 +226,13 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   connect(buttons, &QDialogButtonBox::accepted, this, &SettingsDialog::accept);
   connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
 
+  QGroupBox* pipo = buildPipo(current.generation.pipo);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(models);
-  layout->addWidget(spec);
+  auto* decode_row = new QHBoxLayout;  // the lossless drafters, and the approximate mode beside them
+  decode_row->addWidget(spec, 1);
+  decode_row->addWidget(pipo, 1);
+  layout->addLayout(decode_row);
   layout->addWidget(sampling);
   auto* engine_row = new QHBoxLayout;  // where replies come from, and who else may ask for them
   engine_row->addWidget(engine, 1);
@@ -262,6 +266,10 @@ void SettingsDialog::updateEnabled() {
   server_port_->setEnabled(serving);
   server_key_->setEnabled(serving);
   server_parallel_->setEnabled(serving);
+  const bool pipo = pipo_enabled_ && pipo_enabled_->isChecked();
+  for (QWidget* w : std::initializer_list<QWidget*>{pipo_release_, pipo_threshold_, pipo_raw_context_}) {
+    if (w) w->setEnabled(pipo);
+  }
 }
 
 void SettingsDialog::browse(QLineEdit* edit, const QString& caption) {
@@ -303,6 +311,7 @@ AppSettings SettingsDialog::settings() const {
   s.server.port = server_port_->value();
   s.server.key = server_key_->text();
   s.server.parallel = server_parallel_->value();
+  readPipo(s);
   return s;
 }
 
@@ -326,6 +335,17 @@ void SettingsDialog::accept() {
       check_server_settings(checked);
     } catch (const std::exception& e) {
       check_->setText(tr("Server: %1").arg(QString::fromStdString(e.what())));
+      check_->setStyleSheet(QStringLiteral("color: #c0392b;"));
+      adjustSize();
+      return;
+    }
+  }
+  if (s.generation.pipo.enabled) {
+    // A release whose manifest cannot be read is explained here; the engine checks the rest
+    // (hashes, one release, the target) when it loads the unit, and says so if it refuses it.
+    const PipoManifestSummary m = read_pipo_manifest(pipo_release_folder(s.generation.pipo));
+    if (!m.ok) {
+      check_->setText(tr("PIPO: %1").arg(m.error));
       check_->setStyleSheet(QStringLiteral("color: #c0392b;"));
       adjustSize();
       return;

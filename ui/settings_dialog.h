@@ -8,7 +8,14 @@
 // chatTemplateCombo, and for Settings › Engine remoteUrlEdit, remoteKeyEdit, remoteModelEdit (an empty URL = the local
 // engine; a URL that is not http(s)://host... is explained in modelCheckLabel), and for Settings ›
 // Server serverEnableCheck, serverHostEdit, serverPortSpin, serverKeyEdit, serverParallelSpin (an
-// address other than loopback without a key is explained in modelCheckLabel).
+// address other than loopback without a key is explained in modelCheckLabel), and for Settings ›
+// PIPO (settings_dialog_pipo.cpp; approximate, off by default) pipoEnableCheck, pipoLabel ("approximate:
+// not verified by the target", next to the switch), pipoReleaseEdit, pipoBrowseButton,
+// pipoReleaseInfo (the manifest's release and recommended threshold, or why it cannot be read),
+// pipoThresholdSpin (below 0 = the release's recommended threshold), pipoPairSize and
+// pipoExtraTokens (fixed 2 and 1), pipoRawContextSpin (0 = the target's context) and
+// pipoLatentLabel (the derived latent limit). An enabled PIPO whose manifest cannot be read is
+// explained in modelCheckLabel.
 #pragma once
 
 #include <QDialog>
@@ -20,6 +27,7 @@ class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
+class QGroupBox;
 class QSpinBox;
 
 namespace specchat::ui {
@@ -42,6 +50,11 @@ class SettingsDialog : public QDialog {
   void browse(QLineEdit* edit, const QString& caption);
   // Enables only the fields the chosen drafter, tree mode and temperature use.
   void updateEnabled();
+  // Settings › PIPO (settings_dialog_pipo.cpp): builds the group; refreshes the release line and
+  // the derived latent limit from the folder's manifest; reads the fields into `s`.
+  QGroupBox* buildPipo(const PipoChoice& c);
+  void updatePipoInfo();
+  void readPipo(AppSettings& s) const;
 
   AppSettings current_;  // the settings it opened with
   QLineEdit* target_;
@@ -68,6 +81,13 @@ class SettingsDialog : public QDialog {
   QSpinBox* server_port_;
   QLineEdit* server_key_;
   QSpinBox* server_parallel_;
+  QCheckBox* pipo_enabled_ = nullptr;
+  QLineEdit* pipo_release_ = nullptr;
+  QLabel* pipo_info_ = nullptr;
+  QDoubleSpinBox* pipo_threshold_ = nullptr;
+  QSpinBox* pipo_raw_context_ = nullptr;
+  QLabel* pipo_latent_ = nullptr;
+  int pipo_backbone_ctx_ = 0;  // from the manifest's backbone header (0 = unknown)
   QLabel* check_;
 };
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "storage/conversation_store.h"
+#include "ui/pipo_types.h"
 
 namespace specchat::ui {
 
@@ -101,6 +102,13 @@ class StorageWorker : public QObject {
   void loadBenchRun(qint64 id);
   void deleteBenchRun(qint64 id);
   void listCompareRuns();
+  // PIPO (storage_worker_pipo.cpp): stores reply `message_id`'s (may be pending) pair sequence
+  // (set_message_latents); failures are reported. resolvePipoHistory: the latents the next PIPO
+  // turn continues, from the request's assistant messages in path order (in-memory latents win;
+  // the others' are read from the database, pending ids resolved); emits pipoHistoryResolved,
+  // also when a read fails (then as if none had latents, with the failure reported).
+  void setMessageLatents(qint64 message_id, const specchat::MessageLatents& latents);
+  void resolvePipoHistory(quint64 job_id, const std::vector<specchat::ui::PipoHistoryEntry>& entries);
   // Nothing: a blocking call to it waits until every earlier request has run.
   void flush() {}
 
@@ -128,6 +136,7 @@ class StorageWorker : public QObject {
   void benchRunLoaded(const specchat::BenchRunRecord& run);
   void compareRunsListed(const std::vector<specchat::CompareRecord>& runs);
   void benchStorageFailed(const QString& what);
+  void pipoHistoryResolved(quint64 job_id, const specchat::ui::PipoHistory& history);
 
  private:
   // Real id for `id` (pending ids mapped); 0 when a pending id has no row.
