@@ -51,10 +51,19 @@ bool has_stats(const Message& m) {
 
 // "speculative · 42 tokens · 123.4 tokens/s · TTFT 41.3 ms · acceptance 82.0% · mean accepted
 // length 3.10 · 30 of 42 tokens from accepted drafts". Speculation fields appear only for a
-// generation that drafted.
+// generation that drafted. A PIPO reply: "pipo (approximate: not verified by the target) · 42
+// tokens · … · token 2 kept 61.0% · 1.61 tokens/step".
 std::string stats_line(const Message& m) {
   const MessageStats& s = m.stats;
   const char* sep = " \u00b7 ";
+  if (s.mode == "pipo") {
+    // A PIPO reply (docs/design/pipo.md) is approximate and says so wherever it is shown; its
+    // acceptance is token 2's (kept by the confidence head, never verified by the target).
+    return "pipo (approximate: not verified by the target)" + std::string(sep) + std::to_string(s.n_tokens) +
+           " tokens" + sep + fixed(s.tokens_per_s, 1) + " tokens/s" + sep + "TTFT " + fixed(s.ttft_ms, 1) + " ms" +
+           sep + "token 2 kept " + fixed(100 * s.acceptance_rate, 1) + "%" + sep + fixed(s.mean_accepted_length, 2) +
+           " tokens/step";
+  }
   std::string out = s.mode.empty() ? "" : s.mode + sep;
   out += std::to_string(s.n_tokens) + " tokens" + sep + fixed(s.tokens_per_s, 1) + " tokens/s" +
          sep + "TTFT " + fixed(s.ttft_ms, 1) + " ms";
