@@ -80,10 +80,12 @@ def main():
 
         def timeouts():
             # A request past --timeout ends: non-streamed with 504, streamed with an error event
-            # and [DONE]; its sequence is cancelled (240 tokens take well over 0.1 s here).
+            # and [DONE]; its sequence is cancelled. 900 tokens (greedy from this prompt: no end
+            # of turn before 900) take about 0.45 s at 2,000 tokens/s; 240 tokens finished inside
+            # the 0.1 s timeout once the CPU kernels got faster (a fresh-clone CI run, 2026-12-03).
             with Server(CLI, "--parallel", "1", "--timeout", "0.1") as s2, \
                     httpx.Client(base_url=s2.url, timeout=60) as c2:
-                long_body = {"prompt": "Once upon a time", "max_tokens": 240, "draft_k": 0}
+                long_body = {"prompt": "Once upon a time", "max_tokens": 900, "draft_k": 0}
                 r = c2.post("/v1/completions", json=long_body)
                 assert r.status_code == 504, (r.status_code, r.text[:300])
                 assert r.json()["error"]["code"] == "timeout"
@@ -92,7 +94,7 @@ def main():
                 assert any("error" in e and e["error"]["code"] == "timeout" for e in events), events[-3:]
                 m = c2.get("/metrics").text
                 assert metric(m, 'specchat:requests_total{outcome="timeout"}') == 2
-                assert metric(m, "specchat:generation_tokens_total") < 2 * 240
+                assert metric(m, "specchat:generation_tokens_total") < 2 * 900
                 assert c2.get("/health").status_code == 200
 
         checks.run("warm-up and memory baseline", warm)
