@@ -259,6 +259,15 @@ int main(int argc, char** argv) {
   // `--draft ngram` / `--draft none` name a drafter rather than a file (FAULT-KINDS usage).
   if (o.draft == "ngram") o.drafter = "ngram";
   if (o.draft == "none") o.drafter = "none";
+  // PIPO's own flags mean nothing without --pipo, and PIPO runs locally only: refused, not ignored.
+  if (o.pipo.empty() && (sub->count("--pipo-threshold") > 0 || sub->count("--pipo-fidelity") > 0)) {
+    std::fprintf(stderr, "error: --pipo-threshold and --pipo-fidelity need --pipo (the approximate PIPO mode)\n");
+    return 2;
+  }
+  if (!o.pipo.empty() && (!o.endpoint.empty() || !o.baseline_endpoint.empty())) {
+    std::fprintf(stderr, "error: --pipo runs on this machine's engine; it cannot be combined with --endpoint\n");
+    return 2;
+  }
   o.chat_given = sub->count("--chat") > 0 || sub->count("--messages") > 0;
   o.prompt_given = sub->count("--prompt") > 0;
   if (!o.chat_given && !o.prompt_given) {

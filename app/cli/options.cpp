@@ -39,6 +39,7 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
                  "PIPO release folder (or 'bundled'): the APPROXIMATE dual-end mode, not verified by the target");
   cmd.add_option("--pipo-threshold", o.pipo_threshold,
                  "PIPO acceptance_threshold in [0, 1] for the second token (default: the release's recommended)")
+      ->check(kFinite)
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--pipo-fidelity", o.pipo_fidelity,
                  "PIPO fidelity gauge: KL of token 1 against the plain target (--model, else the release's) on one "

@@ -35,7 +35,9 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
   PipoRun r;
   const std::string path = pipo_release_path(o.pipo);
   PipoLoadOptions lo;
-  with_target = with_target || o.pipo_fidelity > 0;
+  // A --model given is the plain target the release must have been made from (checked, never
+  // ignored); compare and the fidelity gauge run the release's own target when none is given.
+  with_target = with_target || o.pipo_fidelity > 0 || !o.model.empty();
   lo.plain_target = with_target ? o.model : "";
   lo.check_release_target = with_target;
   lo.backbone.n_threads = o.threads;
@@ -235,7 +237,8 @@ int cmd_generate_pipo(const CommonOptions& o) {
     j["pipo"] = pipo_json(r.unit, r.settings, rep, static_cast<int>(r.prompt.size()), &r.fidelity);
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
-    std::fprintf(stderr, "%s\n", stats_text(rep, static_cast<int>(r.prompt.size()), &r.fidelity).c_str());
+    // On stdout with the text: a PIPO reply never leaves without its label.
+    std::printf("%s\n", stats_text(rep, static_cast<int>(r.prompt.size()), &r.fidelity).c_str());
   }
   return 0;
 }

@@ -120,6 +120,10 @@ PipoUnit load_pipo_release(const std::string& path, const PipoLoadOptions& opt) 
     files[i] = (dir / str_field(p, "file", where + " part " + slot)).string();
     const std::string want = str_field(p, "sha256", where + " part " + slot);
     if (!fs::exists(files[i])) throw PipoError(K::missing_part, "the " + slot + " part " + files[i] + " does not exist");
+    // A device or pipe would be hashed forever (/dev/zero) or block (a FIFO).
+    if (!fs::is_regular_file(files[i])) {
+      throw PipoError(K::missing_part, "the " + slot + " part " + files[i] + " is not a regular file");
+    }
     const std::string got = hash_of(files[i], "the " + slot + " part");
     if (got != want) {
       throw PipoError(K::part_sha256, "the " + slot + " part " + files[i] + " has sha256 " + got + ", the manifest says " + want +
@@ -133,6 +137,7 @@ PipoUnit load_pipo_release(const std::string& path, const PipoLoadOptions& opt) 
     throw PipoError(K::manifest, where + ": target.file is missing, and no plain target was given");
   }
   if (!plain.empty()) {
+    if (!fs::is_regular_file(plain)) throw PipoError(K::missing_part, "the plain target " + plain + " is not a regular file");
     const std::string got = hash_of(plain, "the plain target");
     if (got != info.target_sha256) {
       throw PipoError(K::target_mismatch, "the plain target " + plain + " has sha256 " + got + "; release '" +

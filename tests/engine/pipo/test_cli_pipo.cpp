@@ -147,3 +147,32 @@ TEST_CASE("cli: --pipo-fidelity samples the KL of token 1 against the plain targ
   CHECK(f["samples"] == 3);  // 6 steps of one token: steps 0, 2, 4
   CHECK(f["mean_kl"].get<double>() > 0.0);
 }
+
+// Found by a helper trying to break the feature (2026-12-03).
+TEST_CASE("cli: a --model that is not the release's plain target is refused by generate --pipo too", "[model][pipo]") {
+  BoundUnit u;
+  const CliResult r = run_cli({"generate", "--pipo", u.dir(), "--model", draft_model(), "--prompt", "Hi", "-n", "4", "--json"});
+  INFO(r.describe());
+  CHECK(r.exit_code == 1);
+  CHECK(r.json["error"]["kind"] == "pipo_target_mismatch");
+  const CliResult missing = run_cli({"generate", "--pipo", u.dir(), "--model", "/no/such/model.gguf", "--prompt", "Hi", "-n", "4",
+                                     "--json"});
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.json["error"]["kind"] == "pipo_missing_part");
+}
+
+TEST_CASE("cli: plain-text generate --pipo prints the approximate label on stdout with the text", "[model][pipo]") {
+  BoundUnit u;
+  const CliResult r = run_cli({"generate", "--pipo", u.dir(), "--prompt", "Once upon a time", "-n", "6"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("approximate: not verified by the target") != std::string::npos);
+}
+
+TEST_CASE("cli: PIPO flags without --pipo, a NaN threshold and --pipo with --endpoint are refused", "[model][pipo]") {
+  BoundUnit u;
+  CHECK(run_cli({"generate", "--pipo-threshold", "0.5", "--prompt", "Hi", "-n", "2"}).exit_code == 2);
+  CHECK(run_cli({"generate", "--pipo-fidelity", "4", "--prompt", "Hi", "-n", "2"}).exit_code == 2);
+  CHECK(run_cli({"generate", "--pipo", u.dir(), "--pipo-threshold", "nan", "--prompt", "Hi", "-n", "2"}).exit_code == 2);
+  CHECK(run_cli({"generate", "--pipo", u.dir(), "--endpoint", "http://127.0.0.1:9", "--prompt", "Hi", "-n", "2"}).exit_code == 2);
+}

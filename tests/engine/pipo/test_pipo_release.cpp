@@ -196,3 +196,20 @@ TEST_CASE("pipo release: a plain target that is not the release's is refused", "
   CHECK(refusal(f, o, &msg) == PipoErrorKind::target_mismatch);
   CHECK(msg.find("test-release-1") != std::string::npos);
 }
+
+TEST_CASE("pipo release: a part that is not a regular file is refused, not hashed forever", "[unit][pipo]") {
+  PipoFixture f;
+  f.write();
+  // A manifest whose io part is a device (/dev/zero would hash forever).
+  std::ifstream in(f.manifest());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const std::string from = "\"io\": {\"file\": \"io.gguf\"";
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), "\"io\": {\"file\": \"/dev/zero\"");
+  std::ofstream(f.manifest(), std::ios::trunc) << text;
+  std::string msg;
+  CHECK(refusal(f, small_opts(), &msg) == PipoErrorKind::missing_part);
+  CHECK(msg.find("not a regular file") != std::string::npos);
+}
