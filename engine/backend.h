@@ -51,7 +51,8 @@ bool cuda_backend_compiled();
 // Bytes a model holds, per component. Host bytes on the CPU backend; device bytes on CUDA.
 struct MemoryInfo {
   size_t weights_bytes = 0;     // weight tensors as held (file type: mapped on the CPU, uploaded on CUDA)
-  size_t kv_bytes = 0;          // K and V rows: n_seq · 2 · n_layer · n_ctx · kv_dim · 4
+  size_t kv_bytes = 0;          // K and V rows: n_seq · 2 · n_layer · n_ctx · kv_dim · (2 for f16, 4 for f32)
+  DType kv_type = DType::f32;   // element type of the K/V rows in use
   size_t activation_bytes = 0;  // scratch sized for max_batch (incl. mask and logits buffers)
   size_t device_used_bytes = 0;   // cudaMemGetInfo total − free (whole device, all processes)
   size_t device_total_bytes = 0;  // cudaMemGetInfo total

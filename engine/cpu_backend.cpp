@@ -175,16 +175,18 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
       KvCache& kv = *sg.kv;
       {
         const OpTimer t(P, OpProfile::kv_write);
-        for (int i = 0; i < sg.n_rows; ++i) {
-          const size_t r = static_cast<size_t>(sg.row0 + i);
-          std::copy_n(s.k.data() + r * nkv, nkv, kv.k(il, sg.kv_pos0 + i));
-          std::copy_n(s.v.data() + r * nkv, nkv, kv.v(il, sg.kv_pos0 + i));
-        }
+        const size_t r0 = static_cast<size_t>(sg.row0) * nkv;
+        kv.write(il, sg.kv_pos0, s.k.data() + r0, s.v.data() + r0, sg.n_rows, nkv);
       }
       cpu::AttentionArgs a{};
       a.q = s.q.data() + static_cast<size_t>(sg.row0) * nq;
-      a.k_cache = kv.k(il, 0);
-      a.v_cache = kv.v(il, 0);
+      if (kv.type() == DType::f16) {
+        a.k_cache16 = static_cast<const uint16_t*>(kv.k_row(il, 0));
+        a.v_cache16 = static_cast<const uint16_t*>(kv.v_row(il, 0));
+      } else {
+        a.k_cache = kv.k(il, 0);
+        a.v_cache = kv.v(il, 0);
+      }
       a.kv_stride = nkv;
       a.kv_pos0 = sg.kv_pos0;
       a.n_prefix = sg.n_prefix;

@@ -3,22 +3,54 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/convert.h"
 
 namespace specchat {
 
-KvCache::KvCache(int n_layer, int n_ctx, int kv_dim)
-    : n_layer_(n_layer), n_ctx_(n_ctx), kv_dim_(kv_dim),
-      k_(static_cast<size_t>(n_layer) * n_ctx * kv_dim),
-      v_(static_cast<size_t>(n_layer) * n_ctx * kv_dim),
+namespace {
+
+size_t kv_elem_bytes(DType type) {
+  if (type != DType::f32 && type != DType::f16) {
+    throw std::invalid_argument(std::string("KvCache: element type must be f32 or f16, not ") + dtype_name(type));
+  }
+  return dtype_size(type);
+}
+
+}  // namespace
+
+KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, DType type)
+    : n_layer_(n_layer), n_ctx_(n_ctx), kv_dim_(kv_dim), type_(type), elem_bytes_(kv_elem_bytes(type)),
+      k_(static_cast<size_t>(n_layer) * n_ctx * kv_dim * elem_bytes_),
+      v_(static_cast<size_t>(n_layer) * n_ctx * kv_dim * elem_bytes_),
       slot_parent_(static_cast<size_t>(n_ctx), -1) {
   tokens_.reserve(static_cast<size_t>(n_ctx));
 }
 
-KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, KvRowStore* store)
-    : n_layer_(n_layer), n_ctx_(n_ctx), kv_dim_(kv_dim), store_(store),
-      slot_parent_(static_cast<size_t>(n_ctx), -1) {
+KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, KvRowStore* store, DType type)
+    : n_layer_(n_layer), n_ctx_(n_ctx), kv_dim_(kv_dim), type_(type), elem_bytes_(kv_elem_bytes(type)),
+      store_(store), slot_parent_(static_cast<size_t>(n_ctx), -1) {
   if (!store) throw std::invalid_argument("KvCache: null row store");
   tokens_.reserve(static_cast<size_t>(n_ctx));
+}
+
+float KvCache::k_at(int il, int slot, int d) const {
+  const void* r = k_row(il, slot);
+  return type_ == DType::f32 ? static_cast<const float*>(r)[d] : cpu::f16_to_f32(static_cast<const uint16_t*>(r)[d]);
+}
+
+float KvCache::v_at(int il, int slot, int d) const {
+  const void* r = v_row(il, slot);
+  return type_ == DType::f32 ? static_cast<const float*>(r)[d] : cpu::f16_to_f32(static_cast<const uint16_t*>(r)[d]);
+}
+
+void KvCache::write(int il, int slot, const float* k_src, const float* v_src, int n, int64_t src_stride) {
+  if (slot < 0 || n < 0 || slot + n > n_ctx_) throw std::invalid_argument("KvCache::write past n_ctx");
+  for (int i = 0; i < n; ++i) {
+    cpu::convert_from_f32(k_src + i * src_stride, k_row(il, slot + i), type_, kv_dim_);
+    cpu::convert_from_f32(v_src + i * src_stride, v_row(il, slot + i), type_, kv_dim_);
+  }
 }
 
 void KvCache::commit(std::span<const int32_t> ids) {
@@ -68,8 +100,8 @@ void KvCache::keep_path(std::span<const int32_t> path, std::span<const int32_t> 
     for (size_t j = first; j < path.size(); ++j) {
       const int dst_slot = base + static_cast<int>(j), src_slot = base + path[j];
       for (int il = 0; il < n_layer_; ++il) {
-        std::memcpy(k(il, dst_slot), k(il, src_slot), sizeof(float) * kv_dim_);
-        std::memcpy(v(il, dst_slot), v(il, src_slot), sizeof(float) * kv_dim_);
+        std::memcpy(k_row(il, dst_slot), k_row(il, src_slot), elem_bytes_ * kv_dim_);
+        std::memcpy(v_row(il, dst_slot), v_row(il, src_slot), elem_bytes_ * kv_dim_);
       }
     }
   }

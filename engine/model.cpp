@@ -107,10 +107,14 @@ void LlamaModel::finish_init(const Options& opt, int n_ctx) {
   n_ctx_ = n_ctx;
   const int n_seq = std::max(1, opt.n_seq);
   const int kv_dim = cfg_.n_head_kv * cfg_.head_dim;
+  if (opt.kv_type != DType::f16 && opt.kv_type != DType::f32) {
+    throw ModelError(std::string("KV cache type must be f16 or f32, not ") + dtype_name(opt.kv_type));
+  }
   kv_.reserve(static_cast<size_t>(n_seq));
   for (int sq = 0; sq < n_seq; ++sq) {
-    KvRowStore* store = backend_->row_store(sq);
-    kv_.push_back(store ? KvCache(cfg_.n_layer, n_ctx, kv_dim, store) : KvCache(cfg_.n_layer, n_ctx, kv_dim));
+    KvRowStore* store = backend_->row_store(sq);  // device rows: f32 (the CUDA attention reads f32)
+    kv_.push_back(store ? KvCache(cfg_.n_layer, n_ctx, kv_dim, store, DType::f32)
+                        : KvCache(cfg_.n_layer, n_ctx, kv_dim, opt.kv_type));
   }
   const size_t B = static_cast<size_t>(max_batch_);
   visible_.resize(B * (static_cast<size_t>(n_ctx) + B));
@@ -124,6 +128,7 @@ void LlamaModel::finish_init(const Options& opt, int n_ctx) {
 
 MemoryInfo LlamaModel::memory() const {
   MemoryInfo m = backend_->memory();
+  m.kv_type = kv_.empty() ? DType::f32 : kv_.front().type();
   if (!m.on_device) {  // host rows: the caches hold them; CUDA counts its own pool and mask copy
     m.kv_bytes = 0;
     for (const KvCache& kv : kv_) m.kv_bytes += kv.bytes();

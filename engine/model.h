@@ -68,6 +68,11 @@ class LlamaModel {
     // PIPO loader sets this: run on tokens instead of pair latents a backbone produces
     // fluent-looking nonsense, so a plain load refuses it (ModelError naming the release).
     bool pipo_backbone = false;
+    // Element type of the KV cache rows (f16 or f32; anything else: ModelError). f16 halves the
+    // cache and the bytes attention reads; f32 keeps the rows as computed (conformance tests
+    // against f32 references use it). The CUDA backend keeps f32 rows whatever this says (its
+    // attention kernel reads f32); MemoryInfo::kv_type tells which is in use.
+    DType kv_type = DType::f16;
   };
 
   // Loads a GGUF file. CPU: matrices of every type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,

@@ -24,6 +24,7 @@ struct PairOptions {
   int n_seq = 1;               // sequences decoded together (KV pool of both models; Engine capacity)
   BackendKind backend = BackendKind::cpu;        // target's backend
   BackendKind draft_backend = BackendKind::cpu;  // draft's backend (may differ: measured choice)
+  DType kv_type = DType::f16;  // KV cache rows of both models (LlamaModel::Options::kv_type)
   // Chat template (chat_template_names()): "" = the one recognised in the target's
   // tokenizer.chat_template; a name = the user's pick, used whatever the file says.
   std::string chat_template;

@@ -67,6 +67,7 @@ int cmd_bench_concurrency(BenchOptions& o) {
   po.target_path = c.model;
   apply_draft(c, true, po);  // --draft, the bundled draft, or one found beside --model
   po.n_threads = c.threads;
+  po.kv_type = parse_kv_type(c.kv_type);
   po.n_seq = n_conc;
   ModelPair pair = ModelPair::load(po);
   const std::string prompts_path =

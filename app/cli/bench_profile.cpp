@@ -86,6 +86,7 @@ int cmd_bench_profile(BenchOptions& o) {
   po.target_path = c.model;
   apply_draft(c, true, po);
   po.n_threads = c.threads;
+  po.kv_type = parse_kv_type(c.kv_type);
   ModelPair pair = ModelPair::load(po);
   if (!pair.target->set_profile(nullptr)) {
     throw std::runtime_error("bench --profile: the " + pair.target->device_name() +

@@ -63,6 +63,10 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--draft-backend", o.draft_backend, "where the draft model runs: cpu or cuda (default: --backend)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd.add_option("--kv-type", o.kv_type,
+                 "element type of the KV cache rows: f16 (default, half the memory) or f32 (the rows as computed; "
+                 "the CUDA backend always keeps f32)")
+      ->check(CLI::IsMember({"f16", "f32"}));
   auto* p = cmd.add_option("--prompt,-p", o.prompt, "raw prompt text (continued as is)");
   auto* c = cmd.add_option("--chat,-c", o.chat, "user message, wrapped in the model's chat template");
   p->excludes(c);
@@ -132,6 +136,13 @@ void apply_backends(const CommonOptions& o, PairOptions& po) {
   po.backend = parse_backend(o.backend);
   po.draft_backend = o.draft_backend.empty() ? po.backend : parse_backend(o.draft_backend);
   po.chat_template = o.chat_template;
+  po.kv_type = parse_kv_type(o.kv_type);
+}
+
+DType parse_kv_type(const std::string& name) {
+  if (name == "f16") return DType::f16;
+  if (name == "f32") return DType::f32;
+  throw std::invalid_argument("kv_type must be f16 or f32, not '" + name + "'");
 }
 
 void apply_draft(const CommonOptions& o, bool need_draft, PairOptions& po) {

@@ -40,6 +40,7 @@ struct CommonOptions {
   int threads = 0;
   std::string backend = "cpu";      // cpu | cuda: where the target runs
   std::string draft_backend;        // cpu | cuda; empty = as --backend
+  std::string kv_type = "f16";      // --kv-type: element type of the KV cache rows, f16 | f32
   std::string prompt;
   std::string chat;
   std::string system;
@@ -71,8 +72,11 @@ std::vector<ChatMessage> read_messages_file(const std::string& path);
 // Adds the shared flags to a subcommand.
 void add_common_options(CLI::App& cmd, CommonOptions& o);
 
-// Copies --backend / --draft-backend and --chat-template into the load options.
+// Copies --backend / --draft-backend, --kv-type and --chat-template into the load options.
 void apply_backends(const CommonOptions& o, PairOptions& po);
+
+// "f16" or "f32" (--kv-type, the server's kv_type) as a DType; std::invalid_argument otherwise.
+DType parse_kv_type(const std::string& name);
 
 // The draft model to load when a model drafter is wanted (`need_draft`): --draft's file, the
 // bundled draft for "bundled" or when neither --model nor --draft is given, and with --model but

@@ -42,6 +42,7 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
   lo.check_release_target = with_target;
   lo.backbone.n_threads = o.threads;
   lo.backbone.backend = parse_backend(o.backend);
+  lo.backbone.kv_type = parse_kv_type(o.kv_type);
   // The user-facing context is raw tokens; the backbone's cache holds pairs (a step that drops
   // token 2 spends a whole pair on one token, so the latent limit is min(n_ctx_train, raw)).
   r.unit = load_pipo_release(path, lo);
@@ -251,6 +252,7 @@ int cmd_compare_pipo(const CommonOptions& o) {
   po.target_path = target;
   po.n_ctx = o.n_ctx;
   po.n_threads = o.threads;
+  po.kv_type = parse_kv_type(o.kv_type);
   ModelPair base = ModelPair::load(po);
   Generator g(*base.target, nullptr);
   GenerateRequest req;

@@ -47,6 +47,7 @@ const std::vector<Flag>& flags() {
       SPECCHAT_FLAG("--model-name", model_name),
       SPECCHAT_FLAG("--ctx", n_ctx),
       SPECCHAT_FLAG("--threads", threads),
+      SPECCHAT_FLAG("--kv-type", kv_type),
       SPECCHAT_FLAG("--draft-k", spec.draft_k),
       SPECCHAT_FLAG("--node-budget", spec.node_budget),
       SPECCHAT_FLAG("--depth", spec.depth),
@@ -178,6 +179,7 @@ void add_serve_options(CLI::App& cmd, ServeOptions& o) {
   cmd.add_option("--model-name", f.model_name, "model id reported by /v1/models and in responses");
   cmd.add_option("--ctx", f.n_ctx, "context length (0 = the model's)")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--threads", f.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 256));
+  cmd.add_option("--kv-type", f.kv_type, "KV cache rows: f16 (default) or f32")->check(CLI::IsMember({"f16", "f32"}));
   cmd.add_option("--drafter", g_drafter, "default drafter: model, ngram or none")
       ->check(CLI::IsMember({"model", "ngram", "none"}));
   cmd.add_option("--tree", g_tree, "default draft shape: chain, dynamic or optimal")
@@ -251,6 +253,7 @@ int cmd_serve(ServeOptions& o) {
   po.draft_path = draft_path;
   po.n_ctx = c.n_ctx;
   po.n_threads = c.threads;
+  po.kv_type = parse_kv_type(c.kv_type);
   po.n_seq = c.parallel;
   ModelPair pair = ModelPair::load(po);
   for (const std::string& w : pair.warnings) log.warn(w);

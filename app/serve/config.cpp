@@ -59,6 +59,10 @@ const std::map<std::string, Setter>& setters() {
       {"model_name", [](auto& k, auto& v, auto& c) { c.model_name = get_string(k, v); }},
       {"n_ctx", [](auto& k, auto& v, auto& c) { c.n_ctx = get_int32(k, v); }},
       {"threads", [](auto& k, auto& v, auto& c) { c.threads = get_int32(k, v); }},
+      {"kv_type", [](auto& k, auto& v, auto& c) {
+         c.kv_type = get_string(k, v);
+         if (c.kv_type != "f16" && c.kv_type != "f32") bad_type(k, "\"f16\" or \"f32\"");
+       }},
       {"drafter", [](auto& k, auto& v, auto& c) {
          if (!parse_drafter_choice(get_string(k, v), &c.spec.drafter)) bad_type(k, "\"model\", \"ngram\" or \"none\"");
        }},

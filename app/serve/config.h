@@ -28,6 +28,7 @@ struct ServeConfig {
   std::string model_name = "specchat";  // the id /v1/models lists and responses carry
   int n_ctx = 0;                   // tokens of context (0 = the target's)
   int threads = 0;                 // CPU threads of the engine's pool (0 = all cores)
+  std::string kv_type = "f16";     // KV cache rows: "f16" or "f32" (LlamaModel::Options::kv_type)
   // speculative defaults of a request (SpecSettings: drafter, tree, draft_k, node_budget, ...)
   SpecSettings spec;
   // sampling defaults of a request

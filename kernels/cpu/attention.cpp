@@ -14,6 +14,10 @@
 // dot product reduced as ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)); softmax with std::exp and a
 // double sum; V summed in key order with FMAs), so the two agree to the bit on AVX2 machines
 // and a row's result never depends on the other rows of the batch (batch invariance).
+//
+// Both read f32 or f16 K/V rows (AttentionArgs::k_cache16): an f16 value is widened to f32
+// exactly (F16C in the AVX2 kernel, cpu::f16_to_f32 in the reference) before the same
+// arithmetic, so the twins still agree to the bit.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_ref.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
@@ -61,8 +66,14 @@ inline float exp_neg(float x) {
 // then the weighted sum of V rows. `s` holds n_keys scores. The dot products use 8 partial
 // sums (vectorised by the compiler for the AVX2 clone); their order is fixed, so a row's result
 // does not depend on what else is in the batch.
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-void attention_row_head(const AttentionArgs& a, int i, int h, float* s) {
+// Element j of a K/V row as f32: f32 rows as they are, f16 rows widened exactly.
+inline float kv_elem(const float* p, int64_t j) { return p[j]; }
+inline float kv_elem(const uint16_t* p, int64_t j) { return f16_to_f32(p[j]); }
+
+// T: the cache's element type (float or uint16_t = IEEE binary16), with k/v bases given.
+template <typename T>
+__attribute__((always_inline)) inline void attention_row_head_t(const AttentionArgs& a, const T* k_cache,
+                                                                const T* v_cache, int i, int h, float* s) {
   const int group = a.n_head / a.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
   const int n_keys = a.kv_pos0 + a.n_tokens;
@@ -78,13 +89,13 @@ void attention_row_head(const AttentionArgs& a, int i, int h, float* s) {
       s[j] = neg_inf;
       continue;
     }
-    const float* k = a.k_cache + j * a.kv_stride + static_cast<int64_t>(hk) * hd;
+    const T* k = k_cache + j * a.kv_stride + static_cast<int64_t>(hk) * hd;
     float acc[8] = {};
     for (int d = 0; d < hd8; d += 8) {
-      for (int l = 0; l < 8; ++l) acc[l] += q[d + l] * k[d + l];
+      for (int l = 0; l < 8; ++l) acc[l] += q[d + l] * kv_elem(k, d + l);
     }
     float dot = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (int d = hd8; d < hd; ++d) dot += q[d] * k[d];
+    for (int d = hd8; d < hd; ++d) dot += q[d] * kv_elem(k, d);
     s[j] = dot * scale;
     mx = std::max(mx, s[j]);
   }
@@ -99,14 +110,14 @@ void attention_row_head(const AttentionArgs& a, int i, int h, float* s) {
   // o[d] = Σ_j p_j · v_j[d], summed in key order, 8 dimensions at a time in registers (the
   // same order as one running sum per dimension, without storing o for every key).
   float* o = a.out + (static_cast<int64_t>(i) * a.n_head + h) * hd;
-  const float* v0 = a.v_cache + static_cast<int64_t>(hk) * hd;
+  const T* v0 = v_cache + static_cast<int64_t>(hk) * hd;
   for (int d0 = 0; d0 < hd8; d0 += 8) {
     float acc[8] = {};
     for (int j = 0; j < n_keys; ++j) {
       if (s[j] == 0.0f) continue;
       const float p = s[j] * inv;
-      const float* v = v0 + j * a.kv_stride + d0;
-      for (int l = 0; l < 8; ++l) acc[l] += p * v[l];
+      const T* v = v0 + j * a.kv_stride + d0;
+      for (int l = 0; l < 8; ++l) acc[l] += p * kv_elem(v, l);
     }
     for (int l = 0; l < 8; ++l) o[d0 + l] = acc[l];
   }
@@ -114,14 +125,34 @@ void attention_row_head(const AttentionArgs& a, int i, int h, float* s) {
     float acc = 0;
     for (int j = 0; j < n_keys; ++j) {
       if (s[j] == 0.0f) continue;
-      acc += s[j] * inv * v0[j * a.kv_stride + d];
+      acc += s[j] * inv * kv_elem(v0, j * a.kv_stride + d);
     }
     o[d] = acc;
   }
 }
 
+// The two element types, each cloned for AVX2 machines (target_clones does not apply to
+// templates, so the body above is inlined into each).
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+void attention_row_head_f32(const AttentionArgs& a, int i, int h, float* s) {
+  attention_row_head_t<float>(a, a.k_cache, a.v_cache, i, h, s);
+}
+
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+void attention_row_head_f16(const AttentionArgs& a, int i, int h, float* s) {
+  attention_row_head_t<uint16_t>(a, a.k_cache16, a.v_cache16, i, h, s);
+}
+
+void attention_row_head(const AttentionArgs& a, int i, int h, float* s) {
+  if (a.k_cache16) {
+    attention_row_head_f16(a, i, h, s);
+  } else {
+    attention_row_head_f32(a, i, h, s);
+  }
+}
+
 #if defined(__x86_64__)
-#define SPECCHAT_AVX2 __attribute__((target("avx2,fma")))
+#define SPECCHAT_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 // The reference's reduction of 8 partial sums, for 4 keys at once: lane k of the result is
 // ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)) of acc[k] (hadd adds neighbours in the same pairs).
@@ -135,11 +166,17 @@ SPECCHAT_AVX2 inline __m128 reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) 
   return _mm_hadd_ps(h01, h23);
 }
 
+// 8 consecutive K/V elements as f32 (f16 widened exactly by F16C).
+SPECCHAT_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+SPECCHAT_AVX2 inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
 // Scores of GT query heads (q rows of `qs`, head_dim apart) against keys [j0, j1) of one KV
 // head: s[g * stride + j] = (q_g · k_j) · scale. Four keys per pass, each with its own
 // accumulator per head (independent FMA chains).
-template <int GT>
-SPECCHAT_AVX2 void scores_gt(const float* qs, const float* k0, int64_t kv_stride, int hd, int j0, int j1, float scale,
+template <int GT, typename T>
+SPECCHAT_AVX2 void scores_gt(const float* qs, const T* k0, int64_t kv_stride, int hd, int j0, int j1, float scale,
                              float* s, int64_t stride) {
   const int nc = hd / 8;
   int j = j0;
@@ -148,11 +185,11 @@ SPECCHAT_AVX2 void scores_gt(const float* qs, const float* k0, int64_t kv_stride
     for (int u = 0; u < 4; ++u) {
       for (int g = 0; g < GT; ++g) acc[u][g] = _mm256_setzero_ps();
     }
-    const float* kr[4] = {k0 + j * kv_stride, k0 + (j + 1) * kv_stride, k0 + (j + 2) * kv_stride,
-                          k0 + (j + 3) * kv_stride};
+    const T* kr[4] = {k0 + j * kv_stride, k0 + (j + 1) * kv_stride, k0 + (j + 2) * kv_stride,
+                      k0 + (j + 3) * kv_stride};
     for (int c = 0; c < nc; ++c) {
       __m256 kv[4];
-      for (int u = 0; u < 4; ++u) kv[u] = _mm256_loadu_ps(kr[u] + c * 8);
+      for (int u = 0; u < 4; ++u) kv[u] = load8(kr[u] + c * 8);
       for (int g = 0; g < GT; ++g) {
         const __m256 qv = _mm256_loadu_ps(qs + g * hd + c * 8);
         for (int u = 0; u < 4; ++u) acc[u][g] = _mm256_fmadd_ps(qv, kv[u], acc[u][g]);
@@ -166,9 +203,9 @@ SPECCHAT_AVX2 void scores_gt(const float* qs, const float* k0, int64_t kv_stride
   for (; j < j1; ++j) {  // the last 1-3 keys, one at a time (same arithmetic)
     __m256 acc[GT];
     for (int g = 0; g < GT; ++g) acc[g] = _mm256_setzero_ps();
-    const float* kr = k0 + j * kv_stride;
+    const T* kr = k0 + j * kv_stride;
     for (int c = 0; c < nc; ++c) {
-      const __m256 kv = _mm256_loadu_ps(kr + c * 8);
+      const __m256 kv = load8(kr + c * 8);
       for (int g = 0; g < GT; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + g * hd + c * 8), kv, acc[g]);
     }
     for (int g = 0; g < GT; ++g) {
@@ -180,15 +217,15 @@ SPECCHAT_AVX2 void scores_gt(const float* qs, const float* k0, int64_t kv_stride
 
 // o[c * 8 …] = Σ_j (s[j] · inv) · v_j[c * 8 …] for CT slices of 8 dimensions, keys in order,
 // zero weights skipped (invisible keys, and exp underflow, exactly as the reference).
-template <int CT>
-SPECCHAT_AVX2 void weighted_v(const float* s, float inv, const float* v0, int64_t kv_stride, int n_keys, float* o) {
+template <int CT, typename T>
+SPECCHAT_AVX2 void weighted_v(const float* s, float inv, const T* v0, int64_t kv_stride, int n_keys, float* o) {
   __m256 acc[CT];
   for (int c = 0; c < CT; ++c) acc[c] = _mm256_setzero_ps();
   for (int j = 0; j < n_keys; ++j) {
     if (s[j] == 0.0f) continue;
     const __m256 p = _mm256_set1_ps(s[j] * inv);
-    const float* v = v0 + j * kv_stride;
-    for (int c = 0; c < CT; ++c) acc[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + c * 8), acc[c]);
+    const T* v = v0 + j * kv_stride;
+    for (int c = 0; c < CT; ++c) acc[c] = _mm256_fmadd_ps(p, load8(v + c * 8), acc[c]);
   }
   for (int c = 0; c < CT; ++c) _mm256_storeu_ps(o + c * 8, acc[c]);
 }
@@ -243,7 +280,10 @@ SPECCHAT_AVX2 float softmax_weights(float* s, int n) {
 }
 
 // One (query row i, KV head hk): every query head of the group. s: [group, n_keys] scratch.
-SPECCHAT_AVX2 void attention_row_kvhead(const AttentionArgs& a, int i, int hk, float* s) {
+// T: the cache's element type (float, or uint16_t = binary16), k_cache/v_cache its rows.
+template <typename T>
+SPECCHAT_AVX2 void attention_row_kvhead_t(const AttentionArgs& a, const T* k_cache, const T* v_cache, int i, int hk,
+                                          float* s) {
   const int group = a.n_head / a.n_head_kv;
   const int hd = a.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -251,8 +291,8 @@ SPECCHAT_AVX2 void attention_row_kvhead(const AttentionArgs& a, int i, int hk, f
   const int n_masked = n_keys - a.n_prefix;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const uint8_t* vis = a.visible + static_cast<int64_t>(i) * n_masked;
-  const float* k0 = a.k_cache + static_cast<int64_t>(hk) * hd;
-  const float* v0 = a.v_cache + static_cast<int64_t>(hk) * hd;
+  const T* k0 = k_cache + static_cast<int64_t>(hk) * hd;
+  const T* v0 = v_cache + static_cast<int64_t>(hk) * hd;
   const int h0 = hk * group;
   const float* q = a.q + (static_cast<int64_t>(i) * a.n_head + h0) * hd;
   // 1. Scores of every key (invisible ones too: their values are overwritten with −inf), up to
@@ -279,7 +319,7 @@ SPECCHAT_AVX2 void attention_row_kvhead(const AttentionArgs& a, int i, int hk, f
     float* o = a.out + (static_cast<int64_t>(i) * a.n_head + h0 + g) * hd;
     for (int c0 = 0; c0 < hd / 8; c0 += 8) {
       const int ct = std::min(8, hd / 8 - c0);
-      const float* vc = v0 + c0 * 8;
+      const T* vc = v0 + c0 * 8;
       float* oc = o + c0 * 8;
       switch (ct) {
         case 1: weighted_v<1>(sg, inv, vc, a.kv_stride, n_keys, oc); break;
@@ -292,6 +332,14 @@ SPECCHAT_AVX2 void attention_row_kvhead(const AttentionArgs& a, int i, int hk, f
         default: weighted_v<8>(sg, inv, vc, a.kv_stride, n_keys, oc); break;
       }
     }
+  }
+}
+
+SPECCHAT_AVX2 void attention_row_kvhead(const AttentionArgs& a, int i, int hk, float* s) {
+  if (a.k_cache16) {
+    attention_row_kvhead_t<uint16_t>(a, a.k_cache16, a.v_cache16, i, hk, s);
+  } else {
+    attention_row_kvhead_t<float>(a, a.k_cache, a.v_cache, i, hk, s);
   }
 }
 #endif

@@ -66,17 +66,23 @@ void add_inplace(float* x, const float* y, int64_t n);
 // [0, n_prefix); slot n_prefix + j (j < kv_pos0 + n_tokens − n_prefix) is visible to token i
 // when visible[i * n_masked + j] != 0, with n_masked = kv_pos0 + n_tokens − n_prefix.
 // out [n_tokens, n_head, head_dim]. GQA: query head h reads kv head h / (n_head / n_head_kv).
+// The K/V rows are f32 (k_cache, v_cache) or, when k_cache16 is set, IEEE binary16
+// (k_cache16, v_cache16; k_cache/v_cache are then ignored). f16 values are widened to f32
+// exactly and the arithmetic is the same, so an f16 cache gives the bits an f32 cache holding
+// the same (rounded) values gives.
 struct AttentionArgs {
   const float* q;
   const float* k_cache;
   const float* v_cache;
-  int64_t kv_stride;     // floats between consecutive slots
+  int64_t kv_stride;     // elements (of the cache's type) between consecutive slots
   int kv_pos0;
   int n_prefix;
   int n_tokens, n_head, n_head_kv, head_dim;
   const uint8_t* visible;  // [n_tokens, n_masked]
   float* out;
   float* scratch;        // [kv_pos0 + n_tokens] score buffer for serial runs; may be null
+  const uint16_t* k_cache16 = nullptr;  // f16 K rows (set together with v_cache16), or null
+  const uint16_t* v_cache16 = nullptr;
 };
 // (row, head) pairs are split over `pool` (serial when null); each thread then keeps its own
 // score buffer (grown once). A row's result does not depend on the other rows.

@@ -127,6 +127,9 @@ void attention(const AttentionArgs& a, cudaStream_t stream) {
                                 std::to_string(attention_max_keys(a.head_dim)));
   }
   if (a.n_tokens > 65535) throw std::invalid_argument("attention: more than 65535 query tokens");
+  if (a.k_cache16 || a.v_cache16) {
+    throw std::invalid_argument("attention: the CUDA kernel reads f32 K/V rows only (the CUDA backend keeps an f32 cache)");
+  }
   if (a.kv_stride < static_cast<int64_t>(a.n_head_kv) * a.head_dim) {
     throw std::invalid_argument("attention: kv_stride smaller than n_head_kv * head_dim");
   }

@@ -11,8 +11,8 @@ namespace specchat::cuda {
 using AttentionArgs = cpu::AttentionArgs;
 
 // Same semantics as cpu::attention; every pointer in `a` is a device pointer (q, k_cache,
-// v_cache f32 with slot stride a.kv_stride floats; visible uint8 [n_tokens, n_masked]; out f32
-// [n_tokens, n_head, head_dim]); a.scratch is not used (may be null). One block per
+// v_cache f32 with slot stride a.kv_stride floats (f16 rows, k_cache16, are refused); visible
+// uint8 [n_tokens, n_masked]; out f32 [n_tokens, n_head, head_dim]); a.scratch is not used (may be null). One block per
 // (head, token): the n_keys = kv_pos0 + n_tokens scores live in dynamic shared memory, softmax
 // with the row maximum subtracted. Differences from the CPU twin: a row whose every key is
 // masked (impossible when a token sees itself) gives zeros instead of NaN.

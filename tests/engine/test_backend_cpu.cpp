@@ -91,7 +91,17 @@ TEST_CASE("memory accounting on the CPU: weights as in the file, one KV cache pe
   CHECK_FALSE(mi.on_device);
   CHECK(mi.weights_bytes == file_bytes);
   CHECK(static_cast<double>(mi.weights_bytes) <= 1.05 * static_cast<double>(file_bytes));
-  CHECK(mi.kv_bytes == size_t{3} * 2 * c.n_layer * 64 * c.n_head_kv * c.head_dim * sizeof(float));
+  // The default KV cache is f16: 2 bytes per element.
+  CHECK(mi.kv_type == DType::f16);
+  CHECK(mi.kv_bytes == size_t{3} * 2 * c.n_layer * 64 * c.n_head_kv * c.head_dim * 2);
+  LlamaModel::Options o32 = o;
+  o32.kv_type = DType::f32;
+  const MemoryInfo mi32 = LlamaModel::load(test::target_model(), o32)->memory();
+  CHECK(mi32.kv_type == DType::f32);
+  CHECK(mi32.kv_bytes == 2 * mi.kv_bytes);
+  LlamaModel::Options obf = o;
+  obf.kv_type = DType::bf16;
+  CHECK_THROWS_AS(LlamaModel::load(test::target_model(), obf), ModelError);
   // At least the logits [max_batch, n_vocab] and the mask [max_batch, n_ctx] are scratch.
   CHECK(mi.activation_bytes >= size_t{16} * c.n_vocab * sizeof(float) + size_t{16} * 64);
   CHECK(mi.device_used_bytes == 0);
@@ -186,8 +196,21 @@ TEST_CASE("specchat-cli --json reports memory per component", "[model][backend][
   CHECK(m.at("backend") == "cpu");
   CHECK(m.at("device") == "CPU");
   CHECK(m.at("weights_bytes").get<double>() > 1e6);
-  // Bundled target: 6 layers, 4 KV heads of 40, 128 slots, K and V, f32.
-  CHECK(m.at("kv_bytes").get<double>() == 2.0 * 6 * 128 * 4 * 40 * 4);
+  // Bundled target: 6 layers, 4 KV heads of 40, 128 slots, K and V, f16 (the default).
+  CHECK(m.at("kv_bytes").get<double>() == 2.0 * 6 * 128 * 4 * 40 * 2);
+  CHECK(m.at("kv_type") == "f16");
+  const test::CliResult r32 =
+      test::run_cli({"generate", "--json", "-n", "2", "--ctx", "128", "--kv-type", "f32", "--prompt", "Once"});
+  INFO(r32.describe());
+  REQUIRE(r32.exit_code == 0);
+  REQUIRE(r32.json_ok);
+  CHECK(r32.json.at("memory").at("kv_type") == "f32");
+  CHECK(r32.json.at("memory").at("kv_bytes").get<double>() == 2.0 * 6 * 128 * 4 * 40 * 4);
+  // Greedy text does not depend on the cache type here (the rounding moves logits by ~1e-3).
+  CHECK(r32.json.at("text") == r.json.at("text"));
+  const test::CliResult bad = test::run_cli({"generate", "-n", "2", "--kv-type", "bf16", "--prompt", "Once"});
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("kv-type") != std::string::npos);
   CHECK(m.at("activation_bytes").get<double>() > 0);
   CHECK(m.at("device_used_bytes").get<double>() == 0);
   REQUIRE(m.contains("draft"));

@@ -18,14 +18,20 @@ using test::max_abs_diff;
 
 TEST_CASE("forward matches the recipe's reference logits", "[model][forward]") {
   // Reference logits come from PyTorch on the exported (F16-rounded) weights, so the only
-  // difference is f32 summation order: 1e-3 absolute (ARCHITECTURE.md §4).
+  // difference is f32 summation order: 1e-3 absolute (ARCHITECTURE.md §4) with an f32 KV
+  // cache. The default f16 cache rounds each K/V value (relative error <= 2^-11); measured
+  // 1.1e-3 worst on these cases, so it is held to 3e-3.
   std::ifstream in(test::test_data("reference_logits.json"));
   REQUIRE(in.good());
   const nlohmann::json ref = nlohmann::json::parse(in);
-  const double tol = ref.at("tolerance").get<double>();
+  const DType kv_type = GENERATE(DType::f32, DType::f16);
+  const double tol = ref.at("tolerance").get<double>() * (kv_type == DType::f16 ? 3.0 : 1.0);
+  INFO("KV cache " << dtype_name(kv_type));
   for (const char* role : {"target", "draft"}) {
     const std::string path = std::string(role) == "target" ? test::target_model() : test::draft_model();
-    auto m = LlamaModel::load(path);
+    LlamaModel::Options o;
+    o.kv_type = kv_type;
+    auto m = LlamaModel::load(path, o);
     for (const auto& c : ref.at("cases")) {
       if (!c.contains(role)) continue;
       const auto ids = c.at("ids").get<std::vector<int32_t>>();

@@ -46,12 +46,12 @@ std::vector<float> read_f32(const std::string& path) {
 // Lowest id wins ties, as the pack's argmax.
 int argmax(const float* row) { return static_cast<int>(std::max_element(row, row + kVocab) - row); }
 
-// Checks model `name` (X.gguf with X.seqN.exact.f32, X.greedy.json) in `dir` against the strict
-// tier of `tol` (tolerances.json).
-void check_model(const std::string& dir, const std::string& name, const nlohmann::json& seqs, const nlohmann::json& tol) {
+void check_model_kv(const std::string& dir, const std::string& name, const nlohmann::json& seqs,
+                    const nlohmann::json& tol, DType kv_type) {
   LlamaModel::Options o;
   o.n_ctx = 256;
   o.max_batch = 64;
+  o.kv_type = kv_type;
   auto m = LlamaModel::load(dir + "/" + name + ".gguf", o);
   // The weights stay in their file type: bytes held = the file's tensor bytes.
   const GgufFile f = GgufFile::open(dir + "/" + name + ".gguf");
@@ -112,6 +112,16 @@ void check_model(const std::string& dir, const std::string& name, const nlohmann
     }
     INFO("greedy prefix " << prefix);
     CHECK(gen == std::vector<int32_t>(want.begin(), want.begin() + prefix));
+  }
+}
+
+// Checks model `name` (X.gguf with X.seqN.exact.f32, X.greedy.json) in `dir` against the strict
+// tier of `tol` (tolerances.json), with the default f16 KV cache and with an f32 one (the
+// strict tier is for f32 activations; the f16 cache's rounding of K/V stays inside it here).
+void check_model(const std::string& dir, const std::string& name, const nlohmann::json& seqs, const nlohmann::json& tol) {
+  for (const DType kv_type : {DType::f32, DType::f16}) {
+    INFO("KV cache " << dtype_name(kv_type));
+    check_model_kv(dir, name, seqs, tol, kv_type);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_ref.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -119,5 +120,50 @@ TEST_CASE("attention: a row's output does not depend on the other rows of the ba
   cpu::attention(args_of(c, in, out2));  // serial this time: the split must not matter either
   for (int d = 0; d < row_floats; ++d) {
     CHECK(out1[static_cast<size_t>(row * row_floats + d)] == out2[static_cast<size_t>(row * row_floats + d)]);
+  }
+}
+
+TEST_CASE("attention over f16 K/V rows: the twins agree, and equal f32 rows holding the same values", "[unit][kernels]") {
+  // An f16 cache is read by widening each value exactly, then the f32 arithmetic: so the
+  // kernel on f16 rows must give the bits the kernel gives on f32 rows that hold the rounded
+  // values, and the AVX2 kernel must still match the scalar twin on f16 rows. (A wrong index or
+  // a missed conversion is off by orders of magnitude more than the 1e-6 slack.)
+  std::mt19937 g(20261203);
+  cpu::ThreadPool pool(2);
+  for (const Case& c : {Case{8, 4, 40, 0, 1, false}, Case{8, 4, 40, 3, 4, true}, Case{8, 4, 40, 255, 9, true},
+                        Case{32, 8, 128, 61, 3, true}, Case{28, 4, 128, 37, 2, true}, Case{6, 2, 36, 50, 4, true},
+                        Case{4, 1, 20, 9, 3, false}}) {
+    INFO("heads " << c.n_head << "/" << c.n_head_kv << " head_dim " << c.head_dim << " prefix " << c.kv_pos0
+                  << " rows " << c.n_tokens);
+    Inputs in = make_inputs(c, g);
+    std::vector<uint16_t> k16(in.k.size()), v16(in.v.size());
+    for (size_t i = 0; i < in.k.size(); ++i) {
+      k16[i] = cpu::f32_to_f16(in.k[i]);
+      v16[i] = cpu::f32_to_f16(in.v[i]);
+      in.k[i] = cpu::f16_to_f32(k16[i]);  // the f32 rows now hold the rounded values
+      in.v[i] = cpu::f16_to_f32(v16[i]);
+    }
+    std::vector<float> f32_out, ref16, serial16, pooled16;
+    cpu::attention(args_of(c, in, f32_out), &pool);
+    auto half = [&](std::vector<float>& out) {
+      cpu::AttentionArgs a = args_of(c, in, out);
+      a.k_cache = nullptr;  // must not be read
+      a.v_cache = nullptr;
+      a.k_cache16 = k16.data();
+      a.v_cache16 = v16.data();
+      return a;
+    };
+    cpu::attention_ref(half(ref16));
+    cpu::attention(half(serial16));
+    cpu::attention(half(pooled16), &pool);
+    CHECK(worst_diff(ref16, serial16) < 1e-6);
+    CHECK(worst_diff(serial16, pooled16) == 0.0);
+    // Bit for bit where the AVX2 kernel runs (head_dim a multiple of 8); the scalar fallback
+    // may contract its f32 and f16 loops differently (1-ulp scale).
+    if (c.head_dim % 8 == 0) {
+      CHECK(worst_diff(f32_out, pooled16) == 0.0);
+    } else {
+      CHECK(worst_diff(f32_out, pooled16) < 1e-6);
+    }
   }
 }
