@@ -23,6 +23,9 @@ namespace specchat::cpu {
 // each block is dequantized / widened once into an L1 tile (SIMD: dequant_simd.h) and used for
 // every row of x (register tiling: 4 weight rows × 2 (AVX2) or 4 (AVX-512) rows of x per step).
 // So a verification batch of k rows reads each weight block from memory once, not k times.
+// Decode-sized batches (16-bit weights: up to 8 rows; block weights: up to 2 rows on AVX2, 4 on
+// AVX-512) skip the tile: the weights are widened / dequantized in registers as they are used,
+// to the same f32 values, consumed by the same operations in the same order (same bits).
 // Blocks of rows are split over the thread pool (serially when `pool` is null).
 //
 // Batch invariance (the speculative identity tests rely on it): y[t, j] is computed by the same
