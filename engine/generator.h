@@ -33,6 +33,10 @@ struct SpecConfig {
   int draft_k = 4;                       // chain length; 0 = baseline (no drafter at all)
   DrafterKind drafter = DrafterKind::model;
   TreeBudget tree;                       // mode chain uses draft_k for node budget and depth
+  // Draft back-off (engine/speculative/draft_backoff.h): drafting pauses while drafts keep
+  // failing (4 steps in a row with nothing accepted: 8 plain steps, doubling per failed probe up
+  // to 256). Lossless either way; off measures raw drafting.
+  bool backoff = true;
   // The budget a step really uses: for chains node_budget = depth = draft_k.
   TreeBudget effective_budget() const;
 };
@@ -74,6 +78,7 @@ struct GenerationStats {
   // statistics that did not record it (then τ falls back to n_generated).
   int n_target_tokens = 0;
   int n_empty_drafts = 0;     // steps whose draft was empty
+  int n_backoff_steps = 0;    // steps decoded without a draft because the draft back-off paused it
   double prefill_ms = 0;      // prompt processing, both models
   double ttft_ms = 0;         // request start -> first token available
   double decode_ms = 0;       // end of prefill -> last token (draft + verify + sample)

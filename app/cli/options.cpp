@@ -63,6 +63,9 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--draft-backend", o.draft_backend, "where the draft model runs: cpu or cuda (default: --backend)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd.add_flag("--no-draft-backoff", o.no_backoff,
+               "draft every step, even while drafts keep failing (by default drafting pauses after 4 steps with "
+               "nothing accepted: 8 plain steps, doubling per failed probe up to 256; lossless either way)");
   cmd.add_option("--kv-type", o.kv_type,
                  "element type of the KV cache rows: f16 (default, half the memory) or f32 (the rows as computed; "
                  "the CUDA backend always keeps f32)")
@@ -176,6 +179,7 @@ SpecSettings spec_settings(const CommonOptions& o) {
   s.node_budget = o.node_budget;
   s.depth = o.depth;
   s.branch = o.branch;
+  s.backoff = !o.no_backoff;
   return s;
 }
 

@@ -40,6 +40,7 @@ struct CommonOptions {
   int threads = 0;
   std::string backend = "cpu";      // cpu | cuda: where the target runs
   std::string draft_backend;        // cpu | cuda; empty = as --backend
+  bool no_backoff = false;          // --no-draft-backoff: draft every step even when drafts keep failing
   std::string kv_type = "f16";      // --kv-type: element type of the KV cache rows, f16 | f32
   std::string prompt;
   std::string chat;

@@ -41,6 +41,7 @@ nlohmann::json result_json(const GenerationResult& r, const std::vector<int32_t>
   j["n_steps"] = s.n_steps;
   j["n_target_tokens"] = std::max(s.n_target_tokens, s.n_generated);  // τ's numerator: + a final EOS
   j["n_empty_drafts"] = s.n_empty_drafts;
+  j["n_backoff_steps"] = s.n_backoff_steps;
   j["acceptance_rate"] = s.acceptance_rate();
   j["mean_accepted_length"] = s.mean_accepted_length();
   j["accepted_hist"] = s.accepted_hist;

@@ -11,6 +11,7 @@
 #include "engine/runtime/emitter.h"
 #include "engine/runtime/turn_lock.h"
 #include "engine/speculative/acceptance.h"
+#include "engine/speculative/draft_backoff.h"
 #include "engine/speculative/drafter.h"
 #include "engine/speculative/drafter_factory.h"
 
@@ -72,6 +73,8 @@ struct Engine::Seq {
   GenerationResult res;
   Emitter em;  // refers to req, cb and res above
   Drafter* drafter = nullptr;
+  DraftBackoff backoff;
+  bool paused = false;  // this step decodes plainly: the back-off paused drafting
   std::vector<int32_t> taps;  // drafter->target_taps(), read once at submit (empty: none)
   std::vector<float> hidden;  // [taps of the group, rows, d_model] rows handed to observe, reused
   TreeBudget budget;
@@ -261,6 +264,12 @@ int Engine::step() {
       s.tree = DraftTree();
       int room = std::min(n_ctx - n, target_.max_batch() - 1);
       if (draft_cap_ >= 0) room = std::min(room, draft_cap_);
+      // The back-off is asked only when a draft could run (it counts its pause in such steps).
+      s.paused = s.drafter && room > 0 && s.req.spec.backoff && !s.backoff.should_draft();
+      if (s.paused) {
+        room = 0;
+        ++s.res.stats.n_backoff_steps;
+      }
       // A feature drafter that missed rows (submitted while drafting was off) catches up first.
       if (!s.taps.empty() && room > 0 && s.drafter->n_observed() < n - 1) feed_features(s);
       ModelDrafter* md = slot_of(s.slot).model_drafter;
@@ -284,7 +293,7 @@ int Engine::step() {
     if (s.done) continue;  // its drafting failed
     GenerationStats& st = s.res.stats;
     const int n = static_cast<int>(s.ctx.size());
-    if (s.drafter && draft_cap_ != 0 && s.tree.empty()) ++st.n_empty_drafts;
+    if (s.drafter && draft_cap_ != 0 && !s.paused && s.tree.empty()) ++st.n_empty_drafts;
     const int n_nodes = s.tree.size();
     st.n_drafted += n_nodes;
     // [last committed token, tree nodes] with tree attention.
@@ -453,6 +462,7 @@ void Engine::verify_group(std::vector<Seq*>& group) {
       }
       target_.kv(s.slot).keep_path(s.keep_rows, s.keep_ids);
       if (s.drafter) s.drafter->accepted(s.tree, oc.path);
+      if (s.drafter && !s.tree.empty()) s.backoff.drafted_step(n_acc);
       const int step = st.n_steps - 1;
       st.decode_ms = ms_since(s.t_decode);  // running value for TokenEvent::stats
       for (int i = 0; i <= n_acc && s.running; ++i) {

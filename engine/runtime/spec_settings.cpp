@@ -48,6 +48,7 @@ SpecConfig to_spec_config(const SpecSettings& s, const TreeShape& shape) {
   c.tree.node_budget = s.node_budget;
   c.tree.depth = s.depth;
   c.tree.branch = s.branch;
+  c.backoff = s.backoff;
   if (s.tree == TreeMode::optimal) {
     c.tree.shape_parent = shape.parent;
     c.tree.shape_rank = shape.rank;

@@ -41,6 +41,7 @@ struct SpecSettings {
   int node_budget = 16;  // N: tree nodes sent to the target per step (dynamic, optimal)
   int depth = 5;         // D: longest root-to-leaf path (dynamic, optimal)
   int branch = 3;        // K: children expanded per node (dynamic)
+  bool backoff = true;   // SpecConfig::backoff: pause drafting while drafts keep failing
 
   // A drafter is asked for (drafter not none and draft_k > 0). Whether one can run depends on
   // the loaded pair (plan_tree).
