@@ -269,6 +269,8 @@ int Engine::step() {
       if (s.paused) {
         room = 0;
         ++s.res.stats.n_backoff_steps;
+      } else if (s.drafter && room > 0 && s.req.spec.backoff && s.backoff.probing()) {
+        room = 1;  // a probe after a pause: one draft token measures acceptance at the least cost
       }
       // A feature drafter that missed rows (submitted while drafting was off) catches up first.
       if (!s.taps.empty() && room > 0 && s.drafter->n_observed() < n - 1) feed_features(s);

@@ -25,6 +25,7 @@ bool DraftBackoff::should_draft() {
 }
 
 void DraftBackoff::drafted_step(int n_accepted) {
+  probe_ = false;
   if (n_accepted > 0) {
     fails_ = 0;
     next_pause_ = first_pause_;
@@ -32,6 +33,7 @@ void DraftBackoff::drafted_step(int n_accepted) {
   }
   if (++fails_ < strikes_) return;
   pause_left_ = next_pause_;
+  probe_ = true;
   next_pause_ = std::min(2 * next_pause_, max_pause_);
   fails_ = strikes_ - 1;  // one more failed probe starts the next (longer) pause
 }

@@ -5,8 +5,10 @@
 // Rule (deterministic in the accepted counts, so a seeded run repeats itself):
 // - after `strikes` consecutive drafted steps that accepted no token, the next `pause` steps
 //   decode plainly (no draft);
-// - then one drafted step probes; if it accepts nothing the pause doubles (up to max_pause),
-//   otherwise everything resets (strikes count again from zero, the pause from first_pause).
+// - then one drafted step probes, with a single draft token (probing() is true: the cheapest
+//   draft that measures acceptance); if it accepts nothing the pause doubles (up to
+//   max_pause), otherwise everything resets (strikes count again from zero, the pause from
+//   first_pause).
 // Skipping or shortening a draft never changes what is emitted: each step's acceptance rule is
 // exact on its own (greedy: the target's argmax; sampled: Leviathan et al. 2023, §2.3), so this
 // is lossless like the rest of the engine.
@@ -29,6 +31,8 @@ class DraftBackoff {
   int suspended_steps() const { return suspended_; }
   // True while a pause runs (the next should_draft() returns false).
   bool paused() const { return pause_left_ > 0; }
+  // True when the next drafted step is a probe after a pause: draft one token only.
+  bool probing() const { return probe_; }
 
  private:
   int strikes_, first_pause_, max_pause_;
@@ -36,6 +40,7 @@ class DraftBackoff {
   int pause_left_ = 0;   // plain steps left in the current pause
   int next_pause_;       // length of the next pause
   int suspended_ = 0;
+  bool probe_ = false;
 };
 
 }  // namespace specchat

@@ -58,6 +58,8 @@ TEST_CASE("draft back-off: a draft that never matches is paused, and the output 
   CHECK(raw.stats.n_accepted * 4 < raw.stats.n_drafted);
   CHECK(paused.stats.n_backoff_steps > 40);
   CHECK(paused.stats.n_drafted * 3 < raw.stats.n_drafted);
+  // Probes after a pause draft one token: at most 4 strikes of 4 before the first pause.
+  CHECK(paused.stats.n_drafted <= 16 + (paused.stats.n_steps - paused.stats.n_backoff_steps));
   // Sampled: the same seed gives the same tokens run after run (the pauses depend only on the
   // tokens), and the target's distribution is kept (checked by the sampled identity tests).
   const GenerationResult s1 = g.generate(req(4, true, 0.9f));

@@ -35,6 +35,18 @@ TEST_CASE("DraftBackoff: failing drafts pause drafting, each failed probe double
   CHECK(got == want);
   CHECK(b.suspended_steps() == 23);
   CHECK(b.paused());
+  // Probes are flagged (one draft token), the first strikes are not.
+  DraftBackoff p(2, 1, 4);
+  CHECK_FALSE(p.probing());
+  p.drafted_step(0);
+  CHECK_FALSE(p.probing());
+  p.drafted_step(0);  // second strike: pause of 1, then a probe
+  CHECK(p.probing());
+  CHECK_FALSE(p.should_draft());
+  CHECK(p.should_draft());
+  CHECK(p.probing());
+  p.drafted_step(1);  // the probe accepted: reset
+  CHECK_FALSE(p.probing());
 }
 
 TEST_CASE("DraftBackoff: an accepted token resets the strikes and the pause length", "[unit][spec]") {
