@@ -10,29 +10,21 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequant_simd.h"
+#include "kernels/cpu/linear_tiling.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 
 namespace specchat::cpu {
 
+using namespace tiling;
+
 namespace {
 
-constexpr int kRows = 4;    // weight rows per block
-constexpr int kChunk = 1024;  // columns per block: 4 × 1024 f32 = 16 KiB of tile, stays in L1
-static_assert(kChunk % 256 == 0, "a chunk holds whole blocks of every block type");
-
-// The bytes of block-type weights from element `off` (a multiple of the block size: rows are
-// whole blocks and chunks start at multiples of kChunk).
-const void* block_at(const void* w, DType t, int64_t off) {
-  return static_cast<const uint8_t*>(w) + off / dtype_block_size(t) * static_cast<int64_t>(dtype_block_bytes(t));
-}
 
 // Portable widening of n weights starting at element `off` of a row.
 void widen_generic(const void* w, DType t, int64_t off, float* dst, int n) {
@@ -70,16 +62,6 @@ void block_generic(const float* x, const void* w, DType t, float* y, int n_token
 }
 
 #if defined(__x86_64__)
-#define SPECCHAT_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-SPECCHAT_AVX2 inline float hsum(__m256 v) {
-  // ((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7)): the generic path's order.
-  const __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  const __m128 s4 = _mm_add_ps(lo, hi);                        // [0+4, 1+5, 2+6, 3+7]
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));     // [(0+4)+(2+6), (1+5)+(3+7)]
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
-}
 
 SPECCHAT_AVX2 void widen_avx2(const void* w, DType t, int64_t off, float* dst, int n) {
   if (dtype_is_block(t)) {
@@ -176,208 +158,6 @@ SPECCHAT_AVX2 void block_avx2_direct(const float* x, const uint16_t* w, bool f16
   }
 }
 
-// Block-type weights dequantized in registers as they are used: exactly the f32 values
-// dequantize_row_avx2 writes into the tile (the same products, the same fused multiply-subtract),
-// so both sources give the same bits. A chunk starts at a multiple of kChunk (whole 256-value
-// super-blocks) and holds whole blocks, so kc is a multiple of 32 and there is no tail.
-// b[q]: the chunk's first block of weight row q. Per-sub-block scales that need more than one
-// operation are computed once per chunk (ChunkScales) instead of per 16 columns.
-struct ChunkScales {
-  alignas(64) float a[kRows][kChunk / 16];  // q4_K/q5_K: d·sc per 32 values; q6_K: d·scale per 16
-  alignas(64) float m[kRows][kChunk / 32];  // q4_K/q5_K: dmin·m per 32 values
-};
-
-SPECCHAT_AVX2 inline __m256i load32b(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-
-// The 32 bytes of v as 8-bit integers (unsigned when U, else signed), in 4 vectors of 8 floats
-// (as the dequantizer's widen32).
-template <bool U>
-SPECCHAT_AVX2 inline void widen32f(__m256i v, __m256 out[4]) {
-  const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
-  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-  for (int i = 0; i < 4; ++i) {
-    out[i] = _mm256_cvtepi32_ps(U ? _mm256_cvtepu8_epi32(parts[i]) : _mm256_cvtepi8_epi32(parts[i]));
-  }
-}
-
-// Sub-block s (0..7) of a q4_K/q5_K block as 32 unsigned values (deq_k45's integer steps).
-template <bool Q5, typename Block>
-SPECCHAT_AVX2 inline __m256i k45_values(const Block& k, int s) {
-  const __m256i raw = load32b(k.qs + 32 * (s / 2));
-  __m256i q = _mm256_and_si256((s & 1) ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
-  if constexpr (Q5) {
-    const __m256i h = _mm256_srl_epi16(load32b(k.qh), _mm_cvtsi32_si128(s));
-    q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(h, 4), _mm256_set1_epi8(0x10)));
-  }
-  return q;
-}
-
-// Group gi (0..7) of a q6_K block: values 32·gi .. 32·gi + 31 minus 32, signed (deq_q6k's steps).
-SPECCHAT_AVX2 inline __m256i q6_values(const BlockQ6K& k, int gi) {
-  const int h = gi / 4, g = gi % 4;
-  const __m256i l = load32b(k.ql + 64 * h + 32 * (g & 1));
-  const __m256i lo = _mm256_and_si256(g >= 2 ? _mm256_srli_epi16(l, 4) : l, _mm256_set1_epi8(0x0F));
-  const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(load32b(k.qh + 32 * h), _mm_cvtsi32_si128(2 * g)),
-                                      _mm256_set1_epi8(0x03));
-  return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
-}
-
-// q4_0: the 32 values minus 8, signed.
-SPECCHAT_AVX2 inline __m256i q4_0_values(const BlockQ4_0& k) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.qs));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_and_si128(raw, m4), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
-  return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
-}
-
-// The AVX2 sources: group<GI>(q, bi, u) = values 32·GI .. 32·GI + 31 of block bi of weight
-// row q, as 4 vectors of 8 floats.
-struct Q8_0Rows8 {
-  static constexpr int kBlock = 32;
-  const BlockQ8_0* b[kRows];
-  template <int GI>
-  SPECCHAT_AVX2 void group(int q, int bi, __m256 u[4]) const {
-    const BlockQ8_0& k = b[q][bi];
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(k.d));
-    for (int i = 0; i < 4; ++i) {
-      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.qs + 8 * i));
-      u[i] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
-    }
-  }
-};
-
-struct Q4_0Rows8 {
-  static constexpr int kBlock = 32;
-  const BlockQ4_0* b[kRows];
-  template <int GI>
-  SPECCHAT_AVX2 void group(int q, int bi, __m256 u[4]) const {
-    const BlockQ4_0& k = b[q][bi];
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(k.d));
-    widen32f<false>(q4_0_values(k), u);
-    for (int i = 0; i < 4; ++i) u[i] = _mm256_mul_ps(d, u[i]);
-  }
-};
-
-template <bool Q5, typename Block>
-struct QK45Rows8 {
-  static constexpr int kBlock = 256;
-  const Block* b[kRows];
-  const ChunkScales* sc;
-  template <int GI>
-  SPECCHAT_AVX2 void group(int q, int bi, __m256 u[4]) const {
-    widen32f<true>(k45_values<Q5>(b[q][bi], GI), u);
-    const __m256 d1 = _mm256_set1_ps(sc->a[q][8 * bi + GI]), m1 = _mm256_set1_ps(sc->m[q][8 * bi + GI]);
-    for (int i = 0; i < 4; ++i) u[i] = _mm256_fmsub_ps(d1, u[i], m1);
-  }
-  // d·sc and dmin·m of every sub-block of the chunk's kc columns, as deq_k45 computes them.
-  SPECCHAT_AVX2 void fill(ChunkScales& out, int kc) const {
-    for (int q = 0; q < kRows; ++q) {
-      for (int bi = 0; bi < kc / 256; ++bi) {
-        const Block& k = b[q][bi];
-        const float d = _cvtsh_ss(k.d), dmin = _cvtsh_ss(k.dmin);
-        for (int s = 0; s < 8; ++s) {
-          uint8_t scv, mv;
-          scale_min_k4(s, k.scales, &scv, &mv);
-          out.a[q][8 * bi + s] = d * static_cast<float>(scv);
-          out.m[q][8 * bi + s] = dmin * static_cast<float>(mv);
-        }
-      }
-    }
-  }
-};
-
-struct Q6KRows8 {
-  static constexpr int kBlock = 256;
-  const BlockQ6K* b[kRows];
-  const ChunkScales* sc;
-  template <int GI>
-  SPECCHAT_AVX2 void group(int q, int bi, __m256 u[4]) const {
-    widen32f<false>(q6_values(b[q][bi], GI), u);
-    const __m256 s0 = _mm256_set1_ps(sc->a[q][16 * bi + 2 * GI]), s1 = _mm256_set1_ps(sc->a[q][16 * bi + 2 * GI + 1]);
-    u[0] = _mm256_mul_ps(s0, u[0]);
-    u[1] = _mm256_mul_ps(s0, u[1]);
-    u[2] = _mm256_mul_ps(s1, u[2]);
-    u[3] = _mm256_mul_ps(s1, u[3]);
-  }
-  SPECCHAT_AVX2 void fill(ChunkScales& out, int kc) const {
-    for (int q = 0; q < kRows; ++q) {
-      for (int bi = 0; bi < kc / 256; ++bi) {
-        const BlockQ6K& k = b[q][bi];
-        const float d = _cvtsh_ss(k.d);
-        for (int j = 0; j < 16; ++j) out.a[q][16 * bi + j] = d * static_cast<float>(k.scales[j]);
-      }
-    }
-  }
-};
-
-// Rows [tk, tk + G) (G = 1 or 2) of x against one chunk of block-type weights dequantized in
-// registers: per accumulator the tile path's operations (8-lane FMAs in column order, hsum),
-// so the bits are the tile path's. One 32-value group of one weight row at a time (4 vectors
-// live), its FMAs for every row of x.
-template <int G, class R, int... GI>
-SPECCHAT_AVX2 void rows_direct_avx2(const R& w, const float* x, float* y, int tk, int n_in, int n_out, int j0, int nr,
-                                    int k0, int kc, std::integer_sequence<int, GI...>) {
-  const float* xr[G];
-  for (int g = 0; g < G; ++g) xr[g] = x + static_cast<int64_t>(tk + g) * n_in + k0;
-  __m256 c[G][kRows];
-  for (int g = 0; g < G; ++g) {
-    for (int q = 0; q < kRows; ++q) c[g][q] = _mm256_setzero_ps();
-  }
-  for (int bi = 0; bi < kc / R::kBlock; ++bi) {
-    const int i0 = bi * R::kBlock;
-    auto step = [&]<int GG>() SPECCHAT_AVX2 {
-      for (int q = 0; q < kRows; ++q) {
-        __m256 u[4];
-        w.template group<GG>(q, bi, u);
-        for (int g = 0; g < G; ++g) {
-          for (int i = 0; i < 4; ++i) {
-            c[g][q] = _mm256_fmadd_ps(_mm256_loadu_ps(xr[g] + i0 + 32 * GG + 8 * i), u[i], c[g][q]);
-          }
-        }
-      }
-    };
-    (step.template operator()<GI>(), ...);
-  }
-  for (int g = 0; g < G; ++g) {
-    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
-    for (int q = 0; q < nr; ++q) {
-      const float sum = hsum(c[g][q]);
-      out[q] = k0 == 0 ? sum : out[q] + sum;
-    }
-  }
-}
-
-template <class R>
-SPECCHAT_AVX2 void block_direct_avx2(const float* x, const void* w, DType t, float* y, int n_tokens, int n_in,
-                                     int n_out, int j0, int nr) {
-  ChunkScales scales;
-  for (int k0 = 0; k0 < n_in; k0 += kChunk) {
-    const int kc = std::min(kChunk, n_in - k0);
-    R rows{};
-    for (int q = 0; q < kRows; ++q) {
-      using B = std::remove_const_t<std::remove_pointer_t<std::remove_reference_t<decltype(rows.b[0])>>>;
-      rows.b[q] = static_cast<const B*>(block_at(w, t, static_cast<int64_t>(j0 + std::min(q, nr - 1)) * n_in + k0));
-    }
-    if constexpr (requires { rows.sc; }) {
-      rows.sc = &scales;
-      rows.fill(scales, kc);
-    }
-    constexpr auto js = std::make_integer_sequence<int, R::kBlock / 32>{};
-    int tk = 0;
-    for (; tk + 2 <= n_tokens; tk += 2) rows_direct_avx2<2>(rows, x, y, tk, n_in, n_out, j0, nr, k0, kc, js);
-    if (tk < n_tokens) rows_direct_avx2<1>(rows, x, y, tk, n_in, n_out, j0, nr, k0, kc, js);
-  }
-}
-
-// Batches of up to this many rows dequantize block-type weights in registers; larger ones
-// dequantize each chunk once into the L1 tile and reuse it (the dequantization costs more than
-// the tile's stores and reloads once it is repeated for every group of rows). Measured on this
-// Zen 4 EPYC, one thread, 2048 x 2048 (scripts/bench-linear.cpp), µs for 1 / 4 rows, tile ->
-// registers: AVX-512 q8_0 272 -> 154 / 377 -> 238, q4_K 337 -> 243 / 435 -> 345, q6_K
-// 398 -> 290 / 493 -> 411; AVX2 q8_0 340 -> 217, q4_K 415 -> 341, q6_K 470 -> 415 at one row,
-// but at 4 rows AVX2's 16 registers make the register path slower (q6_K 768 -> 897): 2 there.
-constexpr int kDirectMaxBlockRowsAvx512 = 4;
-constexpr int kDirectMaxBlockRowsAvx2 = 2;
 
 SPECCHAT_AVX2 void block_avx2(const float* x, const void* w, DType t, float* y, int n_tokens, int n_in,
                               int n_out, int j0, int nr) {
@@ -393,15 +173,9 @@ SPECCHAT_AVX2 void block_avx2(const float* x, const void* w, DType t, float* y, 
     }
     return;
   }
-  if (dtype_is_block(t) && n_tokens <= kDirectMaxBlockRowsAvx2) {
-    switch (t) {
-      case DType::q8_0: block_direct_avx2<Q8_0Rows8>(x, w, t, y, n_tokens, n_in, n_out, j0, nr); return;
-      case DType::q4_0: block_direct_avx2<Q4_0Rows8>(x, w, t, y, n_tokens, n_in, n_out, j0, nr); return;
-      case DType::q4_k: block_direct_avx2<QK45Rows8<false, BlockQ4K>>(x, w, t, y, n_tokens, n_in, n_out, j0, nr); return;
-      case DType::q5_k: block_direct_avx2<QK45Rows8<true, BlockQ5K>>(x, w, t, y, n_tokens, n_in, n_out, j0, nr); return;
-      case DType::q6_k: block_direct_avx2<Q6KRows8>(x, w, t, y, n_tokens, n_in, n_out, j0, nr); return;
-      default: break;
-    }
+  if (dtype_is_block(t) && n_tokens <= kDirectMaxBlockRowsAvx2 &&
+      blocks_direct_avx2(x, w, t, y, n_tokens, n_in, n_out, j0, nr)) {
+    return;
   }
   alignas(32) float tile[kRows][kChunk];
   for (int k0 = 0; k0 < n_in; k0 += kChunk) {
@@ -472,7 +246,6 @@ SPECCHAT_AVX2 void block_avx2(const float* x, const void* w, DType t, float* y, 
   }
 }
 
-#define SPECCHAT_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 // GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized on its `__m512 __Y = __Y;` idiom
 // (GCC bug 105593, fixed in GCC 13): silenced for the AVX-512 functions only.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -578,149 +351,14 @@ SPECCHAT_AVX512 void chunk_avx512(const W& w, const float* x, float* y, int n_to
   if (tk < n_tokens) rows_avx512<1>(w, x, y, tk, n_in, n_out, j0, nr, k0, kc);
 }
 
-// The AVX-512 sources: group<GI>(q, bi, u) = values 32·GI .. 32·GI + 31 of block bi of weight
-// row q, as 2 vectors of 16 floats (the integer steps of the AVX2 sources above, then the same
-// scale products).
-SPECCHAT_AVX512 inline void widen32x16(__m256i v, bool u8, __m512 out[2]) {
-  const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
-  out[0] = _mm512_cvtepi32_ps(u8 ? _mm512_cvtepu8_epi32(lo) : _mm512_cvtepi8_epi32(lo));
-  out[1] = _mm512_cvtepi32_ps(u8 ? _mm512_cvtepu8_epi32(hi) : _mm512_cvtepi8_epi32(hi));
-}
-
-struct Q8_0Rows {
-  static constexpr int kBlock = 32;
-  const BlockQ8_0* b[kRows];
-  template <int GI>
-  SPECCHAT_AVX512 void group(int q, int bi, __m512 u[2]) const {
-    const BlockQ8_0& k = b[q][bi];
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(k.d));
-    widen32x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.qs)), false, u);
-    u[0] = _mm512_mul_ps(d, u[0]);
-    u[1] = _mm512_mul_ps(d, u[1]);
-  }
-};
-
-struct Q4_0Rows {
-  static constexpr int kBlock = 32;
-  const BlockQ4_0* b[kRows];
-  template <int GI>
-  SPECCHAT_AVX512 void group(int q, int bi, __m512 u[2]) const {
-    const BlockQ4_0& k = b[q][bi];
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(k.d));
-    widen32x16(q4_0_values(k), false, u);
-    u[0] = _mm512_mul_ps(d, u[0]);
-    u[1] = _mm512_mul_ps(d, u[1]);
-  }
-};
-
-template <bool Q5, typename Block>
-struct QK45Rows {
-  static constexpr int kBlock = 256;
-  const Block* b[kRows];
-  const ChunkScales* sc;
-  template <int GI>
-  SPECCHAT_AVX512 void group(int q, int bi, __m512 u[2]) const {
-    widen32x16(k45_values<Q5>(b[q][bi], GI), true, u);
-    const __m512 d1 = _mm512_set1_ps(sc->a[q][8 * bi + GI]), m1 = _mm512_set1_ps(sc->m[q][8 * bi + GI]);
-    u[0] = _mm512_fmsub_ps(d1, u[0], m1);
-    u[1] = _mm512_fmsub_ps(d1, u[1], m1);
-  }
-  SPECCHAT_AVX512 void fill(ChunkScales& out, int kc) const {
-    QK45Rows8<Q5, Block>{{b[0], b[1], b[2], b[3]}, sc}.fill(out, kc);
-  }
-};
-
-struct Q6KRows {
-  static constexpr int kBlock = 256;
-  const BlockQ6K* b[kRows];
-  const ChunkScales* sc;
-  template <int GI>
-  SPECCHAT_AVX512 void group(int q, int bi, __m512 u[2]) const {
-    widen32x16(q6_values(b[q][bi], GI), false, u);
-    u[0] = _mm512_mul_ps(_mm512_set1_ps(sc->a[q][16 * bi + 2 * GI]), u[0]);
-    u[1] = _mm512_mul_ps(_mm512_set1_ps(sc->a[q][16 * bi + 2 * GI + 1]), u[1]);
-  }
-  SPECCHAT_AVX512 void fill(ChunkScales& out, int kc) const { Q6KRows8{{b[0], b[1], b[2], b[3]}, sc}.fill(out, kc); }
-};
-
-// Rows [tk, tk + G) of x against one chunk of block-type weights dequantized in registers: per
-// accumulator the operations of rows_avx512 (16-lane FMAs in column order, the same reduction),
-// so the bits are the tile path's. One 32-value group of one weight row at a time.
-template <int G, class R, int... GI>
-SPECCHAT_AVX512 void rows_direct_avx512(const R& w, const float* x, float* y, int tk, int n_in, int n_out, int j0,
-                                        int nr, int k0, int kc, std::integer_sequence<int, GI...>) {
-  const float* xr[G];
-  for (int g = 0; g < G; ++g) xr[g] = x + static_cast<int64_t>(tk + g) * n_in + k0;
-  __m512 c[G][kRows];
-  for (int g = 0; g < G; ++g) {
-    for (int q = 0; q < kRows; ++q) c[g][q] = _mm512_setzero_ps();
-  }
-  for (int bi = 0; bi < kc / R::kBlock; ++bi) {
-    const int i0 = bi * R::kBlock;
-    auto step = [&]<int GG>() SPECCHAT_AVX512 {
-      for (int q = 0; q < kRows; ++q) {
-        __m512 u[2];
-        w.template group<GG>(q, bi, u);
-        for (int g = 0; g < G; ++g) {
-          c[g][q] = _mm512_fmadd_ps(_mm512_loadu_ps(xr[g] + i0 + 32 * GG), u[0], c[g][q]);
-          c[g][q] = _mm512_fmadd_ps(_mm512_loadu_ps(xr[g] + i0 + 32 * GG + 16), u[1], c[g][q]);
-        }
-      }
-    };
-    (step.template operator()<GI>(), ...);
-  }
-  for (int g = 0; g < G; ++g) {
-    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
-    for (int q = 0; q < nr; ++q) {
-      const float sum = _mm512_reduce_add_ps(c[g][q]);
-      out[q] = k0 == 0 ? sum : out[q] + sum;
-    }
-  }
-}
-
-// block_avx512 for block-type weights and few rows of x: per chunk, the 4 weight rows'
-// first blocks (a short block repeating its last row) and their scales, then chunk_avx512 with
-// the weights dequantized in registers.
-template <class R>
-SPECCHAT_AVX512 void block_direct_avx512(const float* x, const void* w, DType t, float* y, int n_tokens, int n_in,
-                                         int n_out, int j0, int nr) {
-  ChunkScales scales;
-  for (int k0 = 0; k0 < n_in; k0 += kChunk) {
-    const int kc = std::min(kChunk, n_in - k0);
-    R rows{};
-    for (int q = 0; q < kRows; ++q) {
-      using B = std::remove_const_t<std::remove_pointer_t<std::remove_reference_t<decltype(rows.b[0])>>>;
-      rows.b[q] = static_cast<const B*>(block_at(w, t, static_cast<int64_t>(j0 + std::min(q, nr - 1)) * n_in + k0));
-    }
-    if constexpr (requires { rows.sc; }) {
-      rows.sc = &scales;
-      rows.fill(scales, kc);
-    }
-    constexpr auto js = std::make_integer_sequence<int, R::kBlock / 32>{};
-    int tk = 0;
-    for (; tk + 4 <= n_tokens; tk += 4) rows_direct_avx512<4>(rows, x, y, tk, n_in, n_out, j0, nr, k0, kc, js);
-    if (tk + 2 <= n_tokens) {
-      rows_direct_avx512<2>(rows, x, y, tk, n_in, n_out, j0, nr, k0, kc, js);
-      tk += 2;
-    }
-    if (tk < n_tokens) rows_direct_avx512<1>(rows, x, y, tk, n_in, n_out, j0, nr, k0, kc, js);
-  }
-}
-
 // AVX-512 twin of block_avx2: 16 lanes and 32 registers, so up to 4 rows of x × 4 weight rows
 // (16 accumulators) per pass over a chunk; batch-invariant like the AVX2 kernel.
 SPECCHAT_AVX512 void block_avx512(const float* x, const void* w, DType t, float* y, int n_tokens, int n_in,
                                   int n_out, int j0, int nr) {
   const bool half = t == DType::f16 || t == DType::bf16;
-  if (dtype_is_block(t) && n_tokens <= kDirectMaxBlockRowsAvx512) {
-    switch (t) {
-      case DType::q8_0: block_direct_avx512<Q8_0Rows>(x, w, t, y, n_tokens, n_in, n_out, j0, nr); return;
-      case DType::q4_0: block_direct_avx512<Q4_0Rows>(x, w, t, y, n_tokens, n_in, n_out, j0, nr); return;
-      case DType::q4_k: block_direct_avx512<QK45Rows<false, BlockQ4K>>(x, w, t, y, n_tokens, n_in, n_out, j0, nr); return;
-      case DType::q5_k: block_direct_avx512<QK45Rows<true, BlockQ5K>>(x, w, t, y, n_tokens, n_in, n_out, j0, nr); return;
-      case DType::q6_k: block_direct_avx512<Q6KRows>(x, w, t, y, n_tokens, n_in, n_out, j0, nr); return;
-      default: break;
-    }
+  if (dtype_is_block(t) && n_tokens <= kDirectMaxBlockRowsAvx512 &&
+      blocks_direct_avx512(x, w, t, y, n_tokens, n_in, n_out, j0, nr)) {
+    return;
   }
   if (half && n_tokens <= kDirectMaxRows) {
     alignas(64) float tail[kRows][16];
