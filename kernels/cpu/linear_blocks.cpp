@@ -235,10 +235,21 @@ struct QK45Rows {
   const ChunkScales* sc;
   template <int GI>
   SPECCHAT_AVX512 void group(int q, int bi, __m512 u[2]) const {
-    widen32x16(k45_values<Q5>(b[q][bi], GI), true, u);
     const __m512 d1 = _mm512_set1_ps(sc->a[q][8 * bi + GI]), m1 = _mm512_set1_ps(sc->m[q][8 * bi + GI]);
-    u[0] = _mm512_fmsub_ps(d1, u[0], m1);
-    u[1] = _mm512_fmsub_ps(d1, u[1], m1);
+    const __m256i v = k45_values<Q5>(b[q][bi], GI);
+    const __m512i i0 = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(v));
+    const __m512i i1 = _mm512_cvtepu8_epi32(_mm256_extracti128_si256(v, 1));
+    if constexpr (Q5) {
+      u[0] = _mm512_fmsub_ps(d1, _mm512_cvtepi32_ps(i0), m1);
+      u[1] = _mm512_fmsub_ps(d1, _mm512_cvtepi32_ps(i1), m1);
+    } else {
+      // 4-bit values: the 16 possible results fmsub(d·sc, v, dmin·m), v = 0..15, in one
+      // register (the same fmsub per value, so the same bits), picked by a permute.
+      const __m512 table =
+          _mm512_fmsub_ps(d1, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), m1);
+      u[0] = _mm512_permutexvar_ps(i0, table);
+      u[1] = _mm512_permutexvar_ps(i1, table);
+    }
   }
   SPECCHAT_AVX512 void fill(ChunkScales& out, int kc) const {
     QK45Rows8<Q5, Block>{{b[0], b[1], b[2], b[3]}, sc}.fill(out, kc);
