@@ -35,7 +35,8 @@ struct SpecConfig {
   TreeBudget tree;                       // mode chain uses draft_k for node budget and depth
   // Draft back-off (engine/speculative/draft_backoff.h): drafting pauses while drafts keep
   // failing (4 steps in a row with nothing accepted: 8 plain steps, doubling per failed probe up
-  // to 256). Lossless either way; off measures raw drafting.
+  // to 256). Model, block and MTP drafters only (not n-gram). Lossless either way; off measures
+  // raw drafting.
   bool backoff = true;
   // The budget a step really uses: for chains node_budget = depth = draft_k.
   TreeBudget effective_budget() const;

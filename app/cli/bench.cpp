@@ -20,6 +20,7 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   cmd.add_option("--draft,-d", c.draft, "draft model GGUF or 'bundled' (default)");
   cmd.add_option("-n,--max-tokens", c.n, "tokens generated per prompt")->check(CLI::Range(1, 4096));
   cmd.add_option("--threads", c.threads, "CPU threads of the engine's pool (0 = all cores; more than the cores is capped)")->check(CLI::Range(0, 256));
+  add_engine_options(cmd, c);
   cmd.add_option("--prompts", o.prompts, "held-out prompts JSON (default tests/data/heldout_prompts.json)");
   cmd.add_option("--max-prompts", o.max_prompts, "prompts used (story and chat prompts alternate)")
       ->check(CLI::Range(1, 10000));

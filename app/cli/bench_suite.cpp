@@ -60,6 +60,7 @@ int cmd_bench_suite(BenchOptions& o) {
   if (o.per_group > 0) suite = bench::first_per_group(suite, o.per_group);
   bench::RunOptions ro;
   ro.configs = bench::parse_configs(o.configs);
+  for (bench::BenchConfig& bc : ro.configs) bc.settings.backoff = !c.no_backoff;
   ro.concurrency = o.concurrency_list.empty() ? std::vector<int>{1} : o.concurrency_list;
   std::sort(ro.concurrency.begin(), ro.concurrency.end());
   ro.concurrency.erase(std::unique(ro.concurrency.begin(), ro.concurrency.end()), ro.concurrency.end());
@@ -141,7 +142,7 @@ int cmd_bench_suite(BenchOptions& o) {
                 {"max_tokens", ro.max_tokens}, {"max_time_s", ro.max_time_s}, {"per_group", o.per_group},
                 {"threads", c.threads}, {"temperature", 0}, {"bootstrap_seed", o.bootstrap_seed},
                 {"bootstrap_resamples", 1000}, {"prompts", suite.prompts.size()},
-                {"endpoint", c.endpoint}};
+                {"endpoint", c.endpoint}, {"kv_type", c.kv_type}, {"draft_backoff", !c.no_backoff}};
   const bench::Aggregates agg = bench::aggregate(run, {1000, o.bootstrap_seed});
   print_summary(agg);
   if (agg.failures > 0) {

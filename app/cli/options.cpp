@@ -22,6 +22,16 @@ const CLI::Validator kFinite(
     "FINITE");
 }  // namespace
 
+void add_engine_options(CLI::App& cmd, CommonOptions& o) {
+  cmd.add_flag("--no-draft-backoff", o.no_backoff,
+               "draft every step, even while drafts keep failing (by default a model, block or MTP drafter pauses "
+               "after 4 steps with nothing accepted: 8 plain steps, doubling per failed probe up to 256; lossless)");
+  cmd.add_option("--kv-type", o.kv_type,
+                 "element type of the KV cache rows: f16 (default, half the memory) or f32 (the rows as computed; "
+                 "the CUDA backend always keeps f32)")
+      ->check(CLI::IsMember({"f16", "f32"}));
+}
+
 void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--model,-m", o.model, "target model GGUF (default: the bundled target)");
   cmd.add_option("--draft,-d", o.draft,
@@ -63,13 +73,7 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--draft-backend", o.draft_backend, "where the draft model runs: cpu or cuda (default: --backend)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd.add_flag("--no-draft-backoff", o.no_backoff,
-               "draft every step, even while drafts keep failing (by default drafting pauses after 4 steps with "
-               "nothing accepted: 8 plain steps, doubling per failed probe up to 256; lossless either way)");
-  cmd.add_option("--kv-type", o.kv_type,
-                 "element type of the KV cache rows: f16 (default, half the memory) or f32 (the rows as computed; "
-                 "the CUDA backend always keeps f32)")
-      ->check(CLI::IsMember({"f16", "f32"}));
+  add_engine_options(cmd, o);
   auto* p = cmd.add_option("--prompt,-p", o.prompt, "raw prompt text (continued as is)");
   auto* c = cmd.add_option("--chat,-c", o.chat, "user message, wrapped in the model's chat template");
   p->excludes(c);

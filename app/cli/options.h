@@ -72,6 +72,8 @@ std::vector<ChatMessage> read_messages_file(const std::string& path);
 
 // Adds the shared flags to a subcommand.
 void add_common_options(CLI::App& cmd, CommonOptions& o);
+// Adds --kv-type and --no-draft-backoff (part of add_common_options; bench adds them alone).
+void add_engine_options(CLI::App& cmd, CommonOptions& o);
 
 // Copies --backend / --draft-backend, --kv-type and --chat-template into the load options.
 void apply_backends(const CommonOptions& o, PairOptions& po);

@@ -59,6 +59,8 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
   if (o.pipo_fidelity > 0) {
     LlamaModel::Options po;
     po.n_threads = o.threads;
+    po.backend = parse_backend(o.backend);
+    po.kv_type = parse_kv_type(o.kv_type);
     po.n_ctx = r.settings.raw_limit(train_ctx);
     r.plain = LlamaModel::load(o.model.empty() ? r.unit.info.target_file : o.model, po);
     r.fidelity.plain = r.plain.get();

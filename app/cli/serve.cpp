@@ -48,6 +48,7 @@ const std::vector<Flag>& flags() {
       SPECCHAT_FLAG("--ctx", n_ctx),
       SPECCHAT_FLAG("--threads", threads),
       SPECCHAT_FLAG("--kv-type", kv_type),
+      SPECCHAT_FLAG("--no-draft-backoff", spec.backoff),
       SPECCHAT_FLAG("--draft-k", spec.draft_k),
       SPECCHAT_FLAG("--node-budget", spec.node_budget),
       SPECCHAT_FLAG("--depth", spec.depth),
@@ -124,7 +125,7 @@ std::unique_ptr<serve::PipoService> start_pipo(const ServeConfig& c, const std::
   const auto t0 = std::chrono::steady_clock::now();
   const std::string path = pipo_release_path(c.pipo);
   PipoUnit unit = serve::load_serve_pipo_unit(path, target_path, pair.target->vocab(), pair.target->n_ctx(), c.threads,
-                                              pair.target->backend_kind());
+                                              pair.target->backend_kind(), parse_kv_type(c.kv_type));
   const std::string backbone = unit.backbone->path(), mtp = unit.mtp->path(), io = serve::pipo_part_file(unit.info, "io");
   auto svc = std::make_unique<serve::PipoService>(std::move(unit), c.pipo_threshold, pair.target->n_ctx(), c.queue,
                                                   metrics);
@@ -180,6 +181,8 @@ void add_serve_options(CLI::App& cmd, ServeOptions& o) {
   cmd.add_option("--ctx", f.n_ctx, "context length (0 = the model's)")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--threads", f.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 256));
   cmd.add_option("--kv-type", f.kv_type, "KV cache rows: f16 (default) or f32")->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_flag("--no-draft-backoff{false}", f.spec.backoff,
+               "draft every step (default: drafting pauses while drafts keep failing; config key draft_backoff)");
   cmd.add_option("--drafter", g_drafter, "default drafter: model, ngram or none")
       ->check(CLI::IsMember({"model", "ngram", "none"}));
   cmd.add_option("--tree", g_tree, "default draft shape: chain, dynamic or optimal")
@@ -300,7 +303,8 @@ int cmd_serve(ServeOptions& o) {
            " parallel=" + std::to_string(c.parallel) + " queue=" + std::to_string(c.queue) +
            " timeout_s=" + std::to_string(static_cast<long>(c.timeout_s)) + " max_body_bytes=" +
            std::to_string(c.max_body_bytes) + " memory: weights=" + mib(tm.weights_bytes + dm.weights_bytes) +
-           " kv=" + mib(tm.kv_bytes + dm.kv_bytes) + " rss=" + mib(serve::resident_memory_bytes()) +
+           " kv=" + mib(tm.kv_bytes + dm.kv_bytes) + "(" + dtype_name(tm.kv_type) + ")" +
+           " draft_backoff=" + (c.spec.backoff ? "on" : "off") + " rss=" + mib(serve::resident_memory_bytes()) +
            " auth=" + (c.api_key.empty() ? "off" : "on") +
            " pipo=" + (pipo ? pipo->info().release + "(approximate)" : std::string("none")) +
            " load_ms=" + std::to_string(static_cast<long>(load_ms)) +

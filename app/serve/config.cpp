@@ -59,6 +59,7 @@ const std::map<std::string, Setter>& setters() {
       {"model_name", [](auto& k, auto& v, auto& c) { c.model_name = get_string(k, v); }},
       {"n_ctx", [](auto& k, auto& v, auto& c) { c.n_ctx = get_int32(k, v); }},
       {"threads", [](auto& k, auto& v, auto& c) { c.threads = get_int32(k, v); }},
+      {"draft_backoff", [](auto& k, auto& v, auto& c) { c.spec.backoff = get_bool(k, v); }},
       {"kv_type", [](auto& k, auto& v, auto& c) {
          c.kv_type = get_string(k, v);
          if (c.kv_type != "f16" && c.kv_type != "f32") bad_type(k, "\"f16\" or \"f32\"");

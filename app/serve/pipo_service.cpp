@@ -49,8 +49,9 @@ double shown(float threshold) { return std::round(static_cast<double>(threshold)
 }  // namespace
 
 PipoUnit load_serve_pipo_unit(const std::string& path, const std::string& target_path, const Vocab& target_vocab,
-                              int raw_context, int threads, BackendKind backend) {
+                              int raw_context, int threads, BackendKind backend, DType kv_type) {
   PipoLoadOptions lo;
+  lo.backbone.kv_type = kv_type;
   lo.plain_target = target_path;
   lo.backbone.n_threads = threads;
   lo.backbone.backend = backend;

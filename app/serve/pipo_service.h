@@ -37,12 +37,13 @@ inline constexpr const char* kPipoLabel = "approximate: not verified by the targ
 // Loads the release unit at `path` (a folder holding pipo.json, or the manifest) to serve next to
 // the target `target_path` whose vocabulary is `target_vocab`: PipoLoadOptions::plain_target =
 // target_path, so a release made from another target is refused (PipoError target_mismatch);
-// the backbone on `backend` with `threads` CPU threads and one sequence whose KV cache holds
-// min(backbone n_ctx_train, raw_context) pairs (`raw_context`: the served context in raw tokens).
+// the backbone on `backend` with `threads` CPU threads and one sequence whose KV cache (rows of
+// `kv_type`, f16 or f32) holds min(backbone n_ctx_train, raw_context) pairs (`raw_context`: the
+// served context in raw tokens).
 // Throws PipoError (the release refused, with the reason; also target_mismatch when the
 // backbone's vocabulary is not the target's, which encodes the prompts), ModelError, GgufError.
 PipoUnit load_serve_pipo_unit(const std::string& path, const std::string& target_path, const Vocab& target_vocab,
-                              int raw_context, int threads, BackendKind backend);
+                              int raw_context, int threads, BackendKind backend, DType kv_type = DType::f16);
 
 // The file of part `slot` ("backbone", "mtp", "io") as the loaded release's manifest names it,
 // resolved against the manifest's folder; "" when the manifest cannot be read again.

@@ -74,6 +74,10 @@ struct Engine::Seq {
   Emitter em;  // refers to req, cb and res above
   Drafter* drafter = nullptr;
   DraftBackoff backoff;
+  // The back-off applies (set at submit): a drafter that costs a forward per draft (the draft
+  // model, the block drafter, the MTP head) and SpecConfig::backoff. The n-gram drafter's drafts
+  // cost a lookup: pausing it would only lose the drafts that match later.
+  bool backs_off = false;
   bool paused = false;  // this step decodes plainly: the back-off paused drafting
   std::vector<int32_t> taps;  // drafter->target_taps(), read once at submit (empty: none)
   std::vector<float> hidden;  // [taps of the group, rows, d_model] rows handed to observe, reused
@@ -184,6 +188,7 @@ Engine::SeqId Engine::submit(const GenerateRequest& req, TokenCallback on_token,
       s.taps = s.drafter->target_taps();
     }
   }
+  s.backs_off = s.drafter && req.spec.backoff && req.spec.drafter != DrafterKind::ngram;
   s.budget = req.spec.effective_budget();
   st.accepted_hist.assign(static_cast<size_t>(s.drafter ? std::max(1, s.budget.depth) : 0) + 1, 0);
   s.ctx = req.prompt;
@@ -265,11 +270,11 @@ int Engine::step() {
       int room = std::min(n_ctx - n, target_.max_batch() - 1);
       if (draft_cap_ >= 0) room = std::min(room, draft_cap_);
       // The back-off is asked only when a draft could run (it counts its pause in such steps).
-      s.paused = s.drafter && room > 0 && s.req.spec.backoff && !s.backoff.should_draft();
+      s.paused = s.backs_off && room > 0 && !s.backoff.should_draft();
       if (s.paused) {
         room = 0;
         ++s.res.stats.n_backoff_steps;
-      } else if (s.drafter && room > 0 && s.req.spec.backoff && s.backoff.probing()) {
+      } else if (s.backs_off && room > 0 && s.backoff.probing()) {
         room = 1;  // a probe after a pause: one draft token measures acceptance at the least cost
       }
       // A feature drafter that missed rows (submitted while drafting was off) catches up first.
@@ -464,7 +469,7 @@ void Engine::verify_group(std::vector<Seq*>& group) {
       }
       target_.kv(s.slot).keep_path(s.keep_rows, s.keep_ids);
       if (s.drafter) s.drafter->accepted(s.tree, oc.path);
-      if (s.drafter && !s.tree.empty()) s.backoff.drafted_step(n_acc);
+      if (s.backs_off && !s.tree.empty()) s.backoff.drafted_step(n_acc);
       const int step = st.n_steps - 1;
       st.decode_ms = ms_since(s.t_decode);  // running value for TokenEvent::stats
       for (int i = 0; i <= n_acc && s.running; ++i) {

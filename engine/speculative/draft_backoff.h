@@ -9,9 +9,11 @@
 //   draft that measures acceptance); if it accepts nothing the pause doubles (up to
 //   max_pause), otherwise everything resets (strikes count again from zero, the pause from
 //   first_pause).
-// Skipping or shortening a draft never changes what is emitted: each step's acceptance rule is
-// exact on its own (greedy: the target's argmax; sampled: Leviathan et al. 2023, §2.3), so this
-// is lossless like the rest of the engine.
+// Skipping or shortening a draft keeps the output the target's: each step's acceptance rule is
+// exact on its own (greedy: the target's argmax, so the same tokens; sampled: the target's
+// distribution, Leviathan et al. 2023, §2.3, though a given seed's tokens depend on where drafts
+// ran, as they do on k), so this is lossless like the rest of the engine. The engine applies it
+// to drafters that cost a forward per draft, not to the n-gram drafter (a lookup).
 #pragma once
 
 namespace specchat {

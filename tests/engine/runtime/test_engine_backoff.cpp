@@ -79,3 +79,18 @@ TEST_CASE("draft back-off: a draft that always matches is never paused", "[unit]
   CHECK(r.stats.n_accepted == r.stats.n_drafted);
   CHECK(r.stats.n_accepted > 80);
 }
+
+TEST_CASE("draft back-off: the n-gram drafter is never paused (its drafts cost a lookup)", "[unit][engine][spec]") {
+  LlamaModel::Options o;
+  o.max_batch = 16;
+  auto target = LlamaModel::random(tiny(), o, 1);
+  Generator g(*target, nullptr);
+  GenerateRequest r = req(4, true, 0.0f);
+  r.spec.drafter = DrafterKind::ngram;
+  const GenerationResult on = g.generate(r);
+  r.spec.backoff = false;
+  const GenerationResult off = g.generate(r);
+  CHECK(on.tokens == off.tokens);
+  CHECK(on.stats.n_backoff_steps == 0);
+  CHECK(on.stats.n_drafted == off.stats.n_drafted);
+}
