@@ -18,16 +18,6 @@ namespace {
 
 #define SPECCHAT_DQ __attribute__((target("avx2,fma,f16c")))
 
-// The 32 bytes of v as 8-bit integers (unsigned when U, else signed), in 4 vectors of 8 floats.
-template <bool U>
-SPECCHAT_DQ inline void widen32(__m256i v, __m256 out[4]) {
-  const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
-  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-  for (int i = 0; i < 4; ++i) {
-    out[i] = _mm256_cvtepi32_ps(U ? _mm256_cvtepu8_epi32(parts[i]) : _mm256_cvtepi8_epi32(parts[i]));
-  }
-}
-
 // y[0..31] = s · q with s0 for values 0..15 and s1 for 16..31 (q signed bytes).
 SPECCHAT_DQ inline void store_mul_i8(__m256i q, __m256 s0, __m256 s1, float* y) {
   __m256 f[4];

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/cpu/dequant_simd.h"
 #include "kernels/cpu/linear_tiling.h"
 #include "kernels/cpu/quant.h"
 
@@ -27,17 +28,6 @@ struct ChunkScales {
 };
 
 SPECCHAT_AVX2 inline __m256i load32b(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-
-// The 32 bytes of v as 8-bit integers (unsigned when U, else signed), in 4 vectors of 8 floats
-// (as the dequantizer's widen32).
-template <bool U>
-SPECCHAT_AVX2 inline void widen32f(__m256i v, __m256 out[4]) {
-  const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
-  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-  for (int i = 0; i < 4; ++i) {
-    out[i] = _mm256_cvtepi32_ps(U ? _mm256_cvtepu8_epi32(parts[i]) : _mm256_cvtepi8_epi32(parts[i]));
-  }
-}
 
 // Sub-block s (0..7) of a q4_K/q5_K block as 32 unsigned values (deq_k45's integer steps).
 template <bool Q5, typename Block>
@@ -92,7 +82,7 @@ struct Q4_0Rows8 {
   SPECCHAT_AVX2 void group(int q, int bi, __m256 u[4]) const {
     const BlockQ4_0& k = b[q][bi];
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(k.d));
-    widen32f<false>(q4_0_values(k), u);
+    widen32<false>(q4_0_values(k), u);
     for (int i = 0; i < 4; ++i) u[i] = _mm256_mul_ps(d, u[i]);
   }
 };
@@ -104,7 +94,7 @@ struct QK45Rows8 {
   const ChunkScales* sc;
   template <int GI>
   SPECCHAT_AVX2 void group(int q, int bi, __m256 u[4]) const {
-    widen32f<true>(k45_values<Q5>(b[q][bi], GI), u);
+    widen32<true>(k45_values<Q5>(b[q][bi], GI), u);
     const __m256 d1 = _mm256_set1_ps(sc->a[q][8 * bi + GI]), m1 = _mm256_set1_ps(sc->m[q][8 * bi + GI]);
     for (int i = 0; i < 4; ++i) u[i] = _mm256_fmsub_ps(d1, u[i], m1);
   }
@@ -131,7 +121,7 @@ struct Q6KRows8 {
   const ChunkScales* sc;
   template <int GI>
   SPECCHAT_AVX2 void group(int q, int bi, __m256 u[4]) const {
-    widen32f<false>(q6_values(b[q][bi], GI), u);
+    widen32<false>(q6_values(b[q][bi], GI), u);
     const __m256 s0 = _mm256_set1_ps(sc->a[q][16 * bi + 2 * GI]), s1 = _mm256_set1_ps(sc->a[q][16 * bi + 2 * GI + 1]);
     u[0] = _mm256_mul_ps(s0, u[0]);
     u[1] = _mm256_mul_ps(s0, u[1]);
