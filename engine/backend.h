@@ -15,6 +15,7 @@
 
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
+#include "kernels/cpu/linear.h"
 
 namespace specchat {
 
@@ -53,6 +54,9 @@ struct MemoryInfo {
   size_t weights_bytes = 0;     // weight tensors as held (file type: mapped on the CPU, uploaded on CUDA)
   size_t kv_bytes = 0;          // K and V rows: n_seq · 2 · n_layer · n_ctx · kv_dim · (2 for f16, 4 for f32)
   DType kv_type = DType::f32;   // element type of the K/V rows in use
+  // True when the matrix products round activations to 8 bits for some weight (the CPU backend's
+  // integer path on block-type weights, cpu::Activations::q8).
+  bool q8_activations = false;
   size_t activation_bytes = 0;  // scratch sized for max_batch (incl. mask and logits buffers)
   size_t device_used_bytes = 0;   // cudaMemGetInfo total − free (whole device, all processes)
   size_t device_total_bytes = 0;  // cudaMemGetInfo total
@@ -69,6 +73,9 @@ struct BackendShape {
   // The CPU kernels' thread pool, shared by the models of one engine (null: the CPU backend
   // makes its own with n_threads); ignored by CUDA.
   std::shared_ptr<cpu::ThreadPool> pool;
+  // Block-type matrices on the CPU: activations rounded to 8 bits (integer dot products) or
+  // kept in f32 (cpu::Activations, kernels/cpu/linear.h); ignored by CUDA (f32 activations).
+  cpu::Activations activations = cpu::Activations::q8;
 };
 
 // One sequence's part of a forward: rows [row0, row0 + n_rows) of the batch, all of sequence

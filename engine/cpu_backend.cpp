@@ -20,7 +20,8 @@ size_t CpuBackend::Scratch::bytes() const {
           logits.size() + att_scores.size() + hidden.size()) * sizeof(float);
 }
 
-CpuBackend::CpuBackend(const ModelConfig& c, const BackendShape& sh, Weights w) : cfg_(c), w_(std::move(w)) {
+CpuBackend::CpuBackend(const ModelConfig& c, const BackendShape& sh, Weights w)
+    : cfg_(c), w_(std::move(w)), act_(sh.activations) {
   const size_t B = static_cast<size_t>(std::max(1, sh.max_batch));
   const size_t d = static_cast<size_t>(c.d_model), hd = static_cast<size_t>(c.head_dim);
   const size_t nq = static_cast<size_t>(c.n_head) * hd, nkv = static_cast<size_t>(c.n_head_kv) * hd;
@@ -58,6 +59,13 @@ MemoryInfo CpuBackend::memory() const {
   MemoryInfo m;
   m.weights_bytes = w_.bytes;
   m.activation_bytes = s_.bytes();
+  bool blocks = dtype_is_block(w_.output.type);
+  for (const Weights::Layer& l : w_.layers) {
+    for (const WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      blocks = blocks || dtype_is_block(v->type);
+    }
+  }
+  m.q8_activations = blocks && act_ == cpu::Activations::q8;
   return m;
 }
 
@@ -105,10 +113,10 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   const int n_out = static_cast<int>(b.out_rows.size());
   const int n_hidden = static_cast<int>(b.hidden_layers.size());
   auto mm = [&](const float* x, const WeightView& w, float* y, int rows) {
-    cpu::linear(x, w.data, w.type, y, rows, w.n_in, w.n_out, pool_.get());
+    cpu::linear(x, w.data, w.type, y, rows, w.n_in, w.n_out, pool_.get(), act_);
   };
-  auto job = [](const float* x, const WeightView& w, float* y, int rows) {
-    return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out};
+  auto job = [this](const float* x, const WeightView& w, float* y, int rows) {
+    return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out, act_};
   };
   if (n_hidden > max_hidden_) throw std::invalid_argument("forward: too many hidden-state layers requested");
   const std::span<const int32_t> hrows = b.hidden_rows.empty() ? b.out_rows : b.hidden_rows;

@@ -77,6 +77,7 @@ class CpuBackend final : public Backend {
   Weights w_;
   Scratch s_;
   std::shared_ptr<cpu::ThreadPool> pool_;
+  cpu::Activations act_ = cpu::Activations::q8;  // BackendShape::activations
   OpProfile* prof_ = nullptr;  // set_profile
   std::vector<cpu::AttentionArgs> att_parts_;  // [n_seq] reserved at load
   cpu::RopeParams rope_;                       // the model's rotary embedding (its factors in w_)

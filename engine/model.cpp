@@ -46,7 +46,8 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Opti
   }
   m->cfg_.n_vocab = m->vocab_.size();
   const int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : m->cfg_.n_ctx_train;
-  const BackendShape shape{n_ctx, std::max(1, opt.n_seq), std::max(1, opt.max_batch), opt.n_threads, opt.device, opt.pool};
+  const BackendShape shape{n_ctx, std::max(1, opt.n_seq), std::max(1, opt.max_batch), opt.n_threads, opt.device, opt.pool,
+                           opt.activations};
   m->backend_ = opt.backend == BackendKind::cuda ? make_cuda_backend(f, m->cfg_, shape)
                                                  : make_cpu_backend(f, m->cfg_, shape);
   // CUDA copied what it needs; the CPU backend reads the mapping for the model's lifetime.
@@ -95,7 +96,8 @@ std::unique_ptr<LlamaModel> LlamaModel::random(const ModelConfig& cfg, const Opt
   m->path_ = "<random seed " + std::to_string(seed) + ">";
   m->cfg_ = c;
   m->vocab_ = synthetic_vocab(c.n_vocab);
-  const BackendShape shape{n_ctx, std::max(1, opt.n_seq), std::max(1, opt.max_batch), opt.n_threads, opt.device, opt.pool};
+  const BackendShape shape{n_ctx, std::max(1, opt.n_seq), std::max(1, opt.max_batch), opt.n_threads, opt.device, opt.pool,
+                           opt.activations};
   m->backend_ = opt.backend == BackendKind::cuda ? make_cuda_backend_random(c, shape, seed)
                                                  : make_cpu_backend_random(c, shape, seed);
   m->finish_init(opt, n_ctx);

@@ -73,6 +73,12 @@ class LlamaModel {
     // against f32 references use it). The CUDA backend keeps f32 rows whatever this says (its
     // attention kernel reads f32); MemoryInfo::kv_type tells which is in use.
     DType kv_type = DType::f16;
+    // Block-type matrices (Q8_0, Q4_K, …) on the CPU: q8 rounds each activation row to 8 bits per
+    // block of 32 and multiplies in integers (llama.cpp's error class, ~1e-2 normalized; decode
+    // at the memory-bandwidth limit); f32 keeps activations unrounded (the strict 1e-3 tier,
+    // slower). F16/BF16/F32 weights and the CUDA backend always keep f32 activations.
+    // MemoryInfo::q8_activations tells whether rounding happens.
+    cpu::Activations activations = cpu::Activations::q8;
   };
 
   // Loads a GGUF file. CPU: matrices of every type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,

@@ -77,6 +77,7 @@ ModelPair ModelPair::load(const PairOptions& opt) {
   mo.n_seq = opt.n_seq;
   mo.backend = opt.backend;
   mo.kv_type = opt.kv_type;
+  mo.activations = opt.activations;
   mp.target = LlamaModel::load(tpath, mo);
   if (opt.n_ctx > mp.target->config().n_ctx_train && mp.target->config().n_ctx_train > 0) {
     mp.warnings.push_back("context " + std::to_string(opt.n_ctx) + " is longer than the model's training context (" +
@@ -99,6 +100,7 @@ ModelPair ModelPair::load(const PairOptions& opt) {
       dopt.pool = pool;
       dopt.backend = opt.draft_backend;
       dopt.kv_type = opt.kv_type;
+      dopt.activations = opt.activations;
       mp.draft = LlamaModel::load(draft_path, dopt);
     } catch (const GgufError& e) {
       // Errors from the draft file name it, so the user knows which file is at fault (B19).

@@ -25,6 +25,8 @@ struct PairOptions {
   BackendKind backend = BackendKind::cpu;        // target's backend
   BackendKind draft_backend = BackendKind::cpu;  // draft's backend (may differ: measured choice)
   DType kv_type = DType::f16;  // KV cache rows of both models (LlamaModel::Options::kv_type)
+  // Activations of both models' block-type matrices on the CPU (LlamaModel::Options::activations).
+  cpu::Activations activations = cpu::Activations::q8;
   // Chat template (chat_template_names()): "" = the one recognised in the target's
   // tokenizer.chat_template; a name = the user's pick, used whatever the file says.
   std::string chat_template;

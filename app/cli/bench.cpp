@@ -125,6 +125,7 @@ int cmd_bench(BenchOptions& o) {
   apply_draft(c, true, po);  // --draft, the bundled draft, or one found beside --model
   po.n_threads = c.threads;
   po.kv_type = parse_kv_type(c.kv_type);
+  po.activations = parse_activations(c.activations);
   ModelPair pair = ModelPair::load(po);
   const std::string prompts_path = o.prompts.empty() ? bundled_data_file("heldout_prompts.json") : o.prompts;
   const auto prompts = load_bench_prompts(prompts_path, o.max_prompts);

@@ -68,6 +68,7 @@ int cmd_bench_concurrency(BenchOptions& o) {
   apply_draft(c, true, po);  // --draft, the bundled draft, or one found beside --model
   po.n_threads = c.threads;
   po.kv_type = parse_kv_type(c.kv_type);
+  po.activations = parse_activations(c.activations);
   po.n_seq = n_conc;
   ModelPair pair = ModelPair::load(po);
   const std::string prompts_path =

@@ -87,6 +87,7 @@ int cmd_bench_profile(BenchOptions& o) {
   apply_draft(c, true, po);
   po.n_threads = c.threads;
   po.kv_type = parse_kv_type(c.kv_type);
+  po.activations = parse_activations(c.activations);
   ModelPair pair = ModelPair::load(po);
   if (!pair.target->set_profile(nullptr)) {
     throw std::runtime_error("bench --profile: the " + pair.target->device_name() +

@@ -142,7 +142,7 @@ int cmd_bench_suite(BenchOptions& o) {
                 {"max_tokens", ro.max_tokens}, {"max_time_s", ro.max_time_s}, {"per_group", o.per_group},
                 {"threads", c.threads}, {"temperature", 0}, {"bootstrap_seed", o.bootstrap_seed},
                 {"bootstrap_resamples", 1000}, {"prompts", suite.prompts.size()},
-                {"endpoint", c.endpoint}, {"kv_type", c.kv_type}, {"draft_backoff", !c.no_backoff}};
+                {"endpoint", c.endpoint}, {"kv_type", c.kv_type}, {"activations", c.activations}, {"draft_backoff", !c.no_backoff}};
   const bench::Aggregates agg = bench::aggregate(run, {1000, o.bootstrap_seed});
   print_summary(agg);
   if (agg.failures > 0) {

@@ -30,6 +30,10 @@ void add_engine_options(CLI::App& cmd, CommonOptions& o) {
                  "element type of the KV cache rows: f16 (default, half the memory) or f32 (the rows as computed; "
                  "the CUDA backend always keeps f32)")
       ->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_option("--activations", o.activations,
+                 "quantized (Q8_0, Q4_K, ...) matrices on the CPU: q8 (default; activations rounded to 8 bits, integer "
+                 "dot products, llama.cpp's accuracy class) or f32 (unrounded, ~1e-3 from exact math, slower)")
+      ->check(CLI::IsMember({"q8", "f32"}));
 }
 
 void add_common_options(CLI::App& cmd, CommonOptions& o) {
@@ -144,6 +148,13 @@ void apply_backends(const CommonOptions& o, PairOptions& po) {
   po.draft_backend = o.draft_backend.empty() ? po.backend : parse_backend(o.draft_backend);
   po.chat_template = o.chat_template;
   po.kv_type = parse_kv_type(o.kv_type);
+  po.activations = parse_activations(o.activations);
+}
+
+cpu::Activations parse_activations(const std::string& name) {
+  if (name == "q8") return cpu::Activations::q8;
+  if (name == "f32") return cpu::Activations::f32;
+  throw std::invalid_argument("activations must be q8 or f32, not '" + name + "'");
 }
 
 DType parse_kv_type(const std::string& name) {

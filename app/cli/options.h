@@ -42,6 +42,7 @@ struct CommonOptions {
   std::string draft_backend;        // cpu | cuda; empty = as --backend
   bool no_backoff = false;          // --no-draft-backoff: draft every step even when drafts keep failing
   std::string kv_type = "f16";      // --kv-type: element type of the KV cache rows, f16 | f32
+  std::string activations = "q8";  // --activations: q8 | f32 (cpu::Activations)
   std::string prompt;
   std::string chat;
   std::string system;
@@ -80,6 +81,8 @@ void apply_backends(const CommonOptions& o, PairOptions& po);
 
 // "f16" or "f32" (--kv-type, the server's kv_type) as a DType; std::invalid_argument otherwise.
 DType parse_kv_type(const std::string& name);
+// "q8" or "f32" (--activations) as cpu::Activations; std::invalid_argument otherwise.
+cpu::Activations parse_activations(const std::string& name);
 
 // The draft model to load when a model drafter is wanted (`need_draft`): --draft's file, the
 // bundled draft for "bundled" or when neither --model nor --draft is given, and with --model but

@@ -43,6 +43,7 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
   lo.backbone.n_threads = o.threads;
   lo.backbone.backend = parse_backend(o.backend);
   lo.backbone.kv_type = parse_kv_type(o.kv_type);
+  lo.backbone.activations = parse_activations(o.activations);
   // The user-facing context is raw tokens; the backbone's cache holds pairs (a step that drops
   // token 2 spends a whole pair on one token, so the latent limit is min(n_ctx_train, raw)).
   r.unit = load_pipo_release(path, lo);
@@ -61,6 +62,7 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
     po.n_threads = o.threads;
     po.backend = parse_backend(o.backend);
     po.kv_type = parse_kv_type(o.kv_type);
+    po.activations = parse_activations(o.activations);
     po.n_ctx = r.settings.raw_limit(train_ctx);
     r.plain = LlamaModel::load(o.model.empty() ? r.unit.info.target_file : o.model, po);
     r.fidelity.plain = r.plain.get();
@@ -255,6 +257,7 @@ int cmd_compare_pipo(const CommonOptions& o) {
   po.n_ctx = o.n_ctx;
   po.n_threads = o.threads;
   po.kv_type = parse_kv_type(o.kv_type);
+  po.activations = parse_activations(o.activations);
   ModelPair base = ModelPair::load(po);
   Generator g(*base.target, nullptr);
   GenerateRequest req;

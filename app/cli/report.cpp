@@ -66,6 +66,7 @@ nlohmann::json model_memory_json(const LlamaModel& m) {
           {"weights_bytes", mi.weights_bytes},
           {"kv_bytes", mi.kv_bytes},
           {"kv_type", dtype_name(mi.kv_type)},
+          {"q8_activations", mi.q8_activations},
           {"activation_bytes", mi.activation_bytes},
           {"device_used_bytes", mi.device_used_bytes},
           {"device_total_bytes", mi.device_total_bytes}};

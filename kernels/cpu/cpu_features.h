@@ -27,7 +27,15 @@ inline bool cpu_has_avx512_fma_f16c() {
   static const bool ok = __builtin_cpu_supports("avx512f") && cpu_has_avx2_fma_f16c();
   return ok;
 }
+// AVX-512 F + BW + VL + VNNI (and AVX2 + FMA + F16C): cpu::linear's integer path (linear_q8.h).
+inline bool cpu_has_avx512_vnni() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+                         cpu_has_avx2_fma_f16c();
+  return ok;
+}
 #else
+inline bool cpu_has_avx512_vnni() { return false; }
 inline bool cpu_has_f16c() { return false; }
 inline bool cpu_has_avx2_fma_f16c() { return false; }
 inline bool cpu_has_avx512_fma_f16c() { return false; }

@@ -15,6 +15,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequant_simd.h"
+#include "kernels/cpu/linear_q8.h"
 #include "kernels/cpu/linear_tiling.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -403,8 +404,17 @@ const char* linear_isa() { return have_avx512() ? "avx512f" : have_avx2() ? "avx
 
 namespace {
 
-// Blocks [b0, b1) of one job (4 weight rows each) on this thread.
-void run_blocks(const LinearJob& jb, int b0, int b1) {
+// Blocks [b0, b1) of one job (4 weight rows each) on this thread; `act` the job's activations
+// rounded to 8 bits (integer path) or null (f32 path).
+void run_blocks(const LinearJob& jb, const q8::Act* act, int b0, int b1) {
+  if (act) {
+    const q8::Isa isa = q8::best_isa();
+    for (int b = b0; b < b1; ++b) {
+      const int j0 = b * kRows;
+      q8::rows(isa, *act, jb.w, jb.w_type, jb.y, jb.n_out, j0, std::min(kRows, jb.n_out - j0));
+    }
+    return;
+  }
   const bool avx512 = have_avx512();
   const bool avx2 = have_avx2();
   for (int b = b0; b < b1; ++b) {
@@ -435,9 +445,21 @@ bool linear_isa_supported(LinearIsa isa) {
 }
 
 void linear_with_isa(LinearIsa isa, const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in,
-                     int n_out) {
+                     int n_out, Activations act) {
   if (w_type == DType::f32) throw std::invalid_argument("linear_with_isa: 16-bit or block weights only");
   if (!linear_isa_supported(isa)) throw std::invalid_argument("linear_with_isa: this CPU lacks that variant");
+  if (dtype_is_block(w_type) && n_in % dtype_block_size(w_type) != 0) {
+    throw std::invalid_argument("linear_with_isa: rows are not whole blocks");
+  }
+  if (linear_rounds_activations(w_type, act)) {
+    const q8::Isa qi = isa == LinearIsa::generic ? q8::Isa::generic
+                       : isa == LinearIsa::avx2 || !q8::isa_supported(q8::Isa::avx512) ? q8::Isa::avx2
+                                                                                        : q8::Isa::avx512;
+    q8::Act a;
+    q8::quantize(qi, x, n_tokens, n_in, a);
+    for (int j0 = 0; j0 < n_out; j0 += kRows) q8::rows(qi, a, w, w_type, y, n_out, j0, std::min(kRows, n_out - j0));
+    return;
+  }
   for (int j0 = 0; j0 < n_out; j0 += kRows) {
     const int nr = std::min(kRows, n_out - j0);
 #if defined(__x86_64__)
@@ -461,8 +483,8 @@ int n_blocks_of(const LinearJob& jb) { return jb.n_tokens > 0 ? (jb.n_out + kRow
 }  // namespace
 
 void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out,
-            ThreadPool* pool) {
-  const LinearJob jb{x, w, w_type, y, n_tokens, n_in, n_out};
+            ThreadPool* pool, Activations act) {
+  const LinearJob jb{x, w, w_type, y, n_tokens, n_in, n_out, act};
   linear_multi(std::span<const LinearJob>(&jb, 1), pool);
 }
 
@@ -486,6 +508,22 @@ void linear_multi(std::span<const LinearJob> jobs, ThreadPool* pool) {
     }
     return;
   }
+  // The integer path's activations: each job's x rounded once (jobs that share x share it),
+  // before the region, in buffers this thread reuses from call to call.
+  thread_local std::vector<q8::Act> act_store;
+  if (act_store.size() < jobs.size()) act_store.resize(jobs.size());
+  std::vector<const q8::Act*> acts(jobs.size(), nullptr);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const LinearJob& jb = jobs[i];
+    if (!linear_rounds_activations(jb.w_type, jb.act) || jb.n_tokens <= 0) continue;
+    for (size_t k = 0; k < i && !acts[i]; ++k) {
+      if (acts[k] && jobs[k].x == jb.x && jobs[k].n_tokens == jb.n_tokens && jobs[k].n_in == jb.n_in) acts[i] = acts[k];
+    }
+    if (!acts[i]) {
+      q8::quantize(q8::best_isa(), jb.x, jb.n_tokens, jb.n_in, act_store[i], pool);
+      acts[i] = &act_store[i];
+    }
+  }
   int total = 0;
   int64_t work = 0;
   for (const LinearJob& jb : jobs) {
@@ -495,10 +533,11 @@ void linear_multi(std::span<const LinearJob> jobs, ThreadPool* pool) {
   // Global blocks [g0, g1) across the jobs, in order.
   auto run = [&](int g0, int g1) {
     int base = 0;
-    for (const LinearJob& jb : jobs) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const LinearJob& jb = jobs[i];
       const int nb = n_blocks_of(jb);
       const int b0 = std::max(g0 - base, 0), b1 = std::min(g1 - base, nb);
-      if (b0 < b1) run_blocks(jb, b0, b1);
+      if (b0 < b1) run_blocks(jb, acts[i], b0, b1);
       base += nb;
       if (base >= g1) break;
     }

@@ -36,7 +36,8 @@ constexpr int kDirectMaxBlockRowsAvx2 = 2;
 #define SPECCHAT_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define SPECCHAT_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 
-// ((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7)): the generic path's order.
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) (the f32 path's generic loop sums in another
+// order: its results differ from the SIMD ones in the last bits, as linear.h says).
 SPECCHAT_AVX2 inline float hsum(__m256 v) {
   const __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
   const __m128 s4 = _mm_add_ps(lo, hi);                     // [0+4, 1+5, 2+6, 3+7]

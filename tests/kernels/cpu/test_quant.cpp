@@ -17,50 +17,13 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/kernels/cpu/block_weights.h"
 
 using namespace specchat;
 
 namespace {
 
-constexpr DType kBlockTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k};
-
-// n_blocks blocks of type t with random bytes everywhere except the f16 scales, which get a
-// random positive magnitude in [1e-3, 2e-2) (random bits would make inf/NaN scales).
-std::vector<uint8_t> random_blocks(DType t, int n_blocks, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
-  const size_t bb = dtype_block_bytes(t);
-  std::vector<uint8_t> v(bb * static_cast<size_t>(n_blocks));
-  for (uint8_t& b : v) b = static_cast<uint8_t>(byte(g));
-  for (int i = 0; i < n_blocks; ++i) {
-    uint8_t* blk = v.data() + bb * static_cast<size_t>(i);
-    const uint16_t d = cpu::f32_to_f16(scale(g)), dmin = cpu::f32_to_f16(scale(g));
-    if (t == DType::q6_k) {
-      std::memcpy(blk + 208, &d, 2);
-    } else {
-      std::memcpy(blk, &d, 2);
-      if (t == DType::q4_k || t == DType::q5_k) std::memcpy(blk + 2, &dmin, 2);
-    }
-  }
-  return v;
-}
-
-std::vector<float> uniform(size_t n, float a, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-a, a);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(g);
-  return v;
-}
-
-// W [n_out, n_in] uniform in ±1/sqrt(n_in), quantized to t.
-std::vector<uint8_t> quantized_weights(DType t, int n_out, int n_in, uint32_t seed) {
-  const std::vector<float> w = uniform(static_cast<size_t>(n_out) * n_in, 1.0f / std::sqrt(static_cast<float>(n_in)), seed);
-  std::vector<uint8_t> q(dtype_row_bytes(t, static_cast<uint64_t>(n_in)) * static_cast<size_t>(n_out));
-  cpu::quantize_row(t, w.data(), q.data(), static_cast<int64_t>(w.size()));
-  return q;
-}
+using namespace specchat::test;
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0;
@@ -183,7 +146,7 @@ TEST_CASE("quant: quantize then dequantize stays within each type's quantization
   CHECK_THROWS_AS(cpu::dequantize_row_ref(DType::q8_0, out.data(), bad.data(), 31), std::invalid_argument);
 }
 
-TEST_CASE("cpu::linear on block weights matches its scalar twin on every variant, 1..64 rows", "[unit][kernels][linear][quant]") {
+TEST_CASE("cpu::linear's f32 path on block weights matches its scalar twin on every variant, 1..64 rows", "[unit][kernels][linear][quant]") {
   const std::pair<cpu::LinearIsa, const char*> isas[] = {
       {cpu::LinearIsa::generic, "generic"}, {cpu::LinearIsa::avx2, "avx2"}, {cpu::LinearIsa::avx512, "avx512"}};
   int ran = 0;
@@ -207,7 +170,7 @@ TEST_CASE("cpu::linear on block weights matches its scalar twin on every variant
         for (int n : batches) {
           const std::vector<float> x = uniform(static_cast<size_t>(n) * n_in, 1.0f, 23u + static_cast<uint32_t>(n));
           std::vector<float> got(static_cast<size_t>(n) * n_out), want(got.size());
-          cpu::linear_with_isa(isa, x.data(), w.data(), t, got.data(), n, n_in, n_out);
+          cpu::linear_with_isa(isa, x.data(), w.data(), t, got.data(), n, n_in, n_out, cpu::Activations::f32);
           cpu::linear_ref(x.data(), w.data(), t, want.data(), n, n_in, n_out);
           // The dequantized weights are the twin's bit for bit; only the f32 sums differ from the
           // double ones: <= n_in · 2^-24 · Σ|x·w| <= 1280 · 6e-8 · sqrt(1280) · 1.1 ~ 3e-3 in the
@@ -216,7 +179,8 @@ TEST_CASE("cpu::linear on block weights matches its scalar twin on every variant
           INFO(name << " " << dtype_name(t) << " n_in " << n_in << " n_out " << n_out << " rows " << n << " err " << err);
           CHECK(err <= 2e-5);
           std::vector<float> one(static_cast<size_t>(n_out));
-          cpu::linear_with_isa(isa, x.data() + static_cast<size_t>(n - 1) * n_in, w.data(), t, one.data(), 1, n_in, n_out);
+          cpu::linear_with_isa(isa, x.data() + static_cast<size_t>(n - 1) * n_in, w.data(), t, one.data(), 1, n_in, n_out,
+                               cpu::Activations::f32);
           CHECK(std::equal(one.begin(), one.end(), got.begin() + static_cast<long>(n - 1) * n_out));
         }
       }
@@ -228,28 +192,30 @@ TEST_CASE("cpu::linear on block weights matches its scalar twin on every variant
 TEST_CASE("cpu::linear on block weights is batch-invariant with the pool and in linear_multi", "[unit][kernels][linear][quant]") {
   cpu::ThreadPool pool(3);
   const int n_in = 1280, n_out = 77, n = 21;
-  for (DType t : kBlockTypes) {
-    const std::vector<uint8_t> w = quantized_weights(t, n_out, n_in, 5);
-    const std::vector<float> x = uniform(static_cast<size_t>(n) * n_in, 1.0f, 6);
-    std::vector<float> all(static_cast<size_t>(n) * n_out);
-    cpu::linear(x.data(), w.data(), t, all.data(), n, n_in, n_out, &pool);
-    for (int r = 0; r < n; ++r) {
-      std::vector<float> one(static_cast<size_t>(n_out));
-      cpu::linear(x.data() + static_cast<size_t>(r) * n_in, w.data(), t, one.data(), 1, n_in, n_out);
-      INFO(dtype_name(t) << " row " << r);
-      CHECK(std::equal(one.begin(), one.end(), all.begin() + static_cast<long>(r) * n_out));
+  for (const cpu::Activations act : {cpu::Activations::q8, cpu::Activations::f32}) {
+    for (DType t : kBlockTypes) {
+      const std::vector<uint8_t> w = quantized_weights(t, n_out, n_in, 5);
+      const std::vector<float> x = uniform(static_cast<size_t>(n) * n_in, 1.0f, 6);
+      std::vector<float> all(static_cast<size_t>(n) * n_out);
+      cpu::linear(x.data(), w.data(), t, all.data(), n, n_in, n_out, &pool, act);
+      for (int r = 0; r < n; ++r) {
+        std::vector<float> one(static_cast<size_t>(n_out));
+        cpu::linear(x.data() + static_cast<size_t>(r) * n_in, w.data(), t, one.data(), 1, n_in, n_out, nullptr, act);
+        INFO(dtype_name(t) << " row " << r << (act == cpu::Activations::q8 ? " q8" : " f32"));
+        CHECK(std::equal(one.begin(), one.end(), all.begin() + static_cast<long>(r) * n_out));
+      }
+      // A mixed job list (block + f16), one pool region: each output as linear() alone.
+      std::vector<uint16_t> w16(static_cast<size_t>(n_out) * n_in);
+      const std::vector<float> wf = uniform(w16.size(), 0.03f, 8);
+      cpu::convert_from_f32(wf.data(), w16.data(), DType::f16, static_cast<int64_t>(w16.size()));
+      std::vector<float> ya(all.size()), yb(all.size()), yb1(all.size());
+      const cpu::LinearJob jobs[2] = {{x.data(), w.data(), t, ya.data(), n, n_in, n_out, act},
+                                      {x.data(), w16.data(), DType::f16, yb.data(), n, n_in, n_out}};
+      cpu::linear_multi(jobs, &pool);
+      cpu::linear(x.data(), w16.data(), DType::f16, yb1.data(), n, n_in, n_out);
+      CHECK(ya == all);
+      CHECK(yb == yb1);
     }
-    // A mixed job list (block + f16), one pool region: each output as linear() alone.
-    std::vector<uint16_t> w16(static_cast<size_t>(n_out) * n_in);
-    const std::vector<float> wf = uniform(w16.size(), 0.03f, 8);
-    cpu::convert_from_f32(wf.data(), w16.data(), DType::f16, static_cast<int64_t>(w16.size()));
-    std::vector<float> ya(all.size()), yb(all.size()), yb1(all.size());
-    const cpu::LinearJob jobs[2] = {{x.data(), w.data(), t, ya.data(), n, n_in, n_out},
-                                    {x.data(), w16.data(), DType::f16, yb.data(), n, n_in, n_out}};
-    cpu::linear_multi(jobs, &pool);
-    cpu::linear(x.data(), w16.data(), DType::f16, yb1.data(), n, n_in, n_out);
-    CHECK(ya == all);
-    CHECK(yb == yb1);
   }
   // Rows that are not whole blocks are refused, not read past.
   std::vector<uint8_t> w(1024);

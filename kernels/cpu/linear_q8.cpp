@@ -1,0 +1,220 @@
+// cpu::linear's integer path (linear_q8.h): the activation quantizer and the scalar twin that
+// the SIMD variants (linear_q8_x86.cpp) are held to bit for bit, and the dispatch.
+#include "kernels/cpu/linear_q8.h"
+
+#include <algorithm>
+#include <limits>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant.h"
+
+namespace specchat::cpu::q8 {
+
+#if defined(__x86_64__)
+// linear_q8_x86.cpp
+void quantize_avx2(const float* x, int r0, int r1, int n_in, Act& out);
+void quantize_avx512(const float* x, int r0, int r1, int n_in, Act& out);
+void rows_avx2(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr);
+void rows_avx512(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr);
+#endif
+
+namespace {
+
+// max_ps / min_ps semantics (the second operand when either is NaN), so the clamp and the
+// rounding below are what the SIMD variants compute.
+inline float clamp127(float v) {
+  v = v > -127.0f ? v : -127.0f;
+  v = v < 127.0f ? v : 127.0f;
+  return v;
+}
+
+void quantize_generic(const float* x, int r0, int r1, int n_in, Act& out) {
+  const int nb = n_in / kBlock;
+  for (int t = r0; t < r1; ++t) {
+    const float* xr = x + static_cast<int64_t>(t) * n_in;
+    int8_t* q = out.q.data() + static_cast<int64_t>(t) * n_in;
+    for (int b = 0; b < nb; ++b) {
+      float amax = 0.0f;
+      for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(xr[kBlock * b + i]));
+      const float d = amax / 127.0f;
+      const float id = d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f;
+      int sum = 0;
+      for (int i = 0; i < kBlock; ++i) {
+        const float r = std::nearbyint(clamp127(xr[kBlock * b + i] * id));  // round half to even
+        const int v = r == r ? static_cast<int>(r) : 0;                       // NaN: 0, never UB
+        q[kBlock * b + i] = static_cast<int8_t>(v);
+        sum += v;
+      }
+      out.d[static_cast<size_t>(t) * nb + b] = d;
+      out.dsum[static_cast<size_t>(t) * nb + b] = d * static_cast<float>(sum);
+    }
+  }
+}
+
+// tiling::hsum's order.
+inline float hsum8(const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
+
+// One 32-value group: F[e & 1][l] = fma(L[l], s[l], F[e & 1][l]).
+inline void group(const int* w, const int8_t* a, const float* s, float* f) {
+  for (int l = 0; l < 8; ++l) {
+    int acc = 0;
+    for (int i = 4 * l; i < 4 * l + 4; ++i) acc += w[i] * a[i];
+    f[l] = std::fma(static_cast<float>(acc), s[l], f[l]);
+  }
+}
+
+// y = x_t · w_row by the arithmetic of linear_q8.h.
+float dot_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
+  const int8_t* aq = a.qrow(tk);
+  const float* da = a.drow(tk);
+  const float* ds = a.srow(tk);
+  float F[2][8] = {};
+  int w[32];
+  float s[8];
+  const int n_in = a.n_in;
+  switch (t) {
+    case DType::q8_0:
+    case DType::q4_0:
+      for (int b = 0; b < n_in / 32; ++b) {
+        float dw;
+        if (t == DType::q8_0) {
+          const auto* k = reinterpret_cast<const BlockQ8_0*>(wrow) + b;
+          for (int i = 0; i < 32; ++i) w[i] = k->qs[i];
+          dw = f16_to_f32(k->d);
+        } else {
+          const auto* k = reinterpret_cast<const BlockQ4_0*>(wrow) + b;
+          for (int i = 0; i < 16; ++i) {
+            w[i] = (k->qs[i] & 0xF) - 8;
+            w[i + 16] = (k->qs[i] >> 4) - 8;
+          }
+          dw = f16_to_f32(k->d);
+        }
+        std::fill(s, s + 8, dw * da[b]);
+        group(w, aq + 32 * b, s, F[b & 1]);
+      }
+      break;
+    case DType::q4_k:
+    case DType::q5_k:
+      for (int S = 0; S < n_in / 256; ++S) {
+        const uint8_t *qs, *qh = nullptr, *scales;
+        uint16_t d16, dmin16;
+        if (t == DType::q4_k) {
+          const auto* k = reinterpret_cast<const BlockQ4K*>(wrow) + S;
+          qs = k->qs, scales = k->scales, d16 = k->d, dmin16 = k->dmin;
+        } else {
+          const auto* k = reinterpret_cast<const BlockQ5K*>(wrow) + S;
+          qs = k->qs, qh = k->qh, scales = k->scales, d16 = k->d, dmin16 = k->dmin;
+        }
+        const float d = f16_to_f32(d16), dmin = f16_to_f32(dmin16);
+        float dsc[8];
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, m;
+          scale_min_k4(j, scales, &sc, &m);
+          dsc[j] = d * static_cast<float>(sc);
+          F[0][j] = std::fma(-(dmin * static_cast<float>(m)), ds[8 * S + j], F[0][j]);
+        }
+        for (int j = 0; j < 8; ++j) {
+          for (int i = 0; i < 32; ++i) {
+            w[i] = (qs[32 * (j / 2) + i] >> (4 * (j & 1))) & 0xF;
+            if (qh) w[i] |= ((qh[i] >> j) & 1) << 4;
+          }
+          std::fill(s, s + 8, dsc[j] * da[8 * S + j]);
+          group(w, aq + 256 * S + 32 * j, s, F[j & 1]);
+        }
+      }
+      break;
+    case DType::q6_k:
+      for (int S = 0; S < n_in / 256; ++S) {
+        const auto* k = reinterpret_cast<const BlockQ6K*>(wrow) + S;
+        const float d = f16_to_f32(k->d);
+        for (int gi = 0; gi < 8; ++gi) {
+          const int h = gi / 4, g = gi % 4;
+          const uint8_t* ql = k->ql + 64 * h + 32 * (g & 1);
+          const uint8_t* qh = k->qh + 32 * h;
+          for (int i = 0; i < 32; ++i) {
+            const int lo = g >= 2 ? ql[i] >> 4 : ql[i] & 0xF;
+            w[i] = (lo | (((qh[i] >> (2 * g)) & 3) << 4)) - 32;
+          }
+          const float s0 = (d * static_cast<float>(k->scales[2 * gi])) * da[8 * S + gi];
+          const float s1 = (d * static_cast<float>(k->scales[2 * gi + 1])) * da[8 * S + gi];
+          std::fill(s, s + 4, s0);
+          std::fill(s + 4, s + 8, s1);
+          group(w, aq + 256 * S + 32 * gi, s, F[gi & 1]);
+        }
+      }
+      break;
+    default: throw std::invalid_argument("cpu::linear (q8 activations): not a block type");
+  }
+  float v[8];
+  for (int l = 0; l < 8; ++l) v[l] = F[0][l] + F[1][l];
+  return hsum8(v);
+}
+
+void rows_generic(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr) {
+  const size_t row_bytes = dtype_row_bytes(t, static_cast<uint64_t>(a.n_in));
+  for (int tk = 0; tk < a.n_rows; ++tk) {
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* wrow = static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 + r) * row_bytes;
+      y[static_cast<int64_t>(tk) * n_out + j0 + r] = dot_generic(a, tk, wrow, t);
+    }
+  }
+}
+
+}  // namespace
+
+bool isa_supported(Isa isa) {
+  switch (isa) {
+    case Isa::generic: return true;
+    case Isa::avx2: return cpu_has_avx2_fma_f16c();
+    case Isa::avx512: return cpu_has_avx512_vnni();
+  }
+  return false;
+}
+
+Isa best_isa() {
+  static const Isa best = isa_supported(Isa::avx512) ? Isa::avx512 : isa_supported(Isa::avx2) ? Isa::avx2 : Isa::generic;
+  return best;
+}
+
+void quantize(Isa isa, const float* x, int n_rows, int n_in, Act& out, ThreadPool* pool) {
+  if (n_in % kBlock != 0) throw std::invalid_argument("cpu::linear (q8 activations): rows are not whole blocks of 32");
+  out.n_rows = n_rows;
+  out.n_in = n_in;
+  // Sized, never shrunk: the buffers are reused from call to call.
+  const size_t nq = static_cast<size_t>(n_rows) * static_cast<size_t>(n_in), nb = nq / kBlock;
+  if (out.q.size() < nq) out.q.resize(nq);
+  if (out.d.size() < nb) out.d.resize(nb), out.dsum.resize(nb);
+  auto run = [&](int r0, int r1) {
+#if defined(__x86_64__)
+    if (isa == Isa::avx512) return quantize_avx512(x, r0, r1, n_in, out);
+    if (isa == Isa::avx2) return quantize_avx2(x, r0, r1, n_in, out);
+#endif
+    quantize_generic(x, r0, r1, n_in, out);
+  };
+  // A prefill's rows in parallel (each row's bytes do not depend on the split); a decode's
+  // handful serially (waking the pool costs more).
+  const int n_threads = pool ? pool->n_threads() : 1;
+  if (n_threads <= 1 || static_cast<int64_t>(n_rows) * n_in < (1 << 16)) {
+    run(0, n_rows);
+    return;
+  }
+  const int n_chunks = std::min(n_rows, 4 * n_threads);
+  parallel_for(pool, n_chunks, [&](int c) {
+    run(static_cast<int>(static_cast<int64_t>(n_rows) * c / n_chunks),
+        static_cast<int>(static_cast<int64_t>(n_rows) * (c + 1) / n_chunks));
+  });
+}
+
+void rows(Isa isa, const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr) {
+#if defined(__x86_64__)
+  if (isa == Isa::avx512) return rows_avx512(a, w, t, y, n_out, j0, nr);
+  if (isa == Isa::avx2) return rows_avx2(a, w, t, y, n_out, j0, nr);
+#endif
+  (void)isa;
+  rows_generic(a, w, t, y, n_out, j0, nr);
+}
+
+}  // namespace specchat::cpu::q8

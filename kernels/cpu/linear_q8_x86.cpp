@@ -1,0 +1,502 @@
+// The SIMD variants of cpu::linear's integer path (linear_q8.h): AVX2 (maddubs/madd: every
+// product pair fits in 16 bits, see each type) and AVX-512 VNNI (vpdpbusd: four u8 × s8 products
+// into each 32-bit lane). Both compute the integer lane sums of linear_q8.h exactly and then its
+// f32 operations in its order, so they give the scalar twin's bits.
+//
+// Signed weights against the unsigned operand: AVX2 moves the weight's sign onto the activation
+// (|w| × sign(a, w)); AVX-512 adds an offset c to the weights (u = w + c, c = 128 for q8_0, 8 for
+// q4_0, 32 for q6_K: 0..255) and starts the lane from −c · Σ a over the lane's four activations.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <limits>
+#include <cstring>
+
+#include "kernels/cpu/linear_q8.h"
+#include "kernels/cpu/linear_tiling.h"
+#include "kernels/cpu/quant.h"
+
+namespace specchat::cpu::q8 {
+
+using tiling::hsum;
+using tiling::kRows;
+
+namespace {
+
+// Scales and mins of a q4_K/q5_K block as bytes: [0..8) the 8 sub-block scales, [8..16) the mins
+// (scale_min_k4's bit layout, four sub-blocks per 32-bit word).
+inline void k4_scale_bytes(const uint8_t* scales, uint8_t out[16]) {
+  uint32_t w0, w1, w2;
+  std::memcpy(&w0, scales, 4);
+  std::memcpy(&w1, scales + 4, 4);
+  std::memcpy(&w2, scales + 8, 4);
+  const uint32_t o[4] = {w0 & 0x3F3F3F3Fu, (w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4), w1 & 0x3F3F3F3Fu,
+                         ((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)};
+  std::memcpy(out, o, 16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// AVX2
+
+SPECCHAT_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// 8 lanes of Σ of 4 products u8 × s8 (exact while each pair of products fits in 16 bits).
+SPECCHAT_AVX2 inline __m256i dot4(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+SPECCHAT_AVX2 inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// 8 floats: max_ps / min_ps clamp to ±127, round half to even (MXCSR default), 32-bit integers.
+SPECCHAT_AVX2 inline __m256i round8(__m256 v, __m256 id) {
+  v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, id), _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+  return _mm256_cvtps_epi32(v);
+}
+
+}  // namespace
+
+SPECCHAT_AVX2 void quantize_avx2(const float* x, int r0, int r1, int n_in, Act& out) {
+  const int nb = n_in / kBlock;
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int t = r0; t < r1; ++t) {
+    const float* xr = x + static_cast<int64_t>(t) * n_in;
+    int8_t* q = out.q.data() + static_cast<int64_t>(t) * n_in;
+    for (int b = 0; b < nb; ++b) {
+      const float* p = xr + kBlock * b;
+      const __m256 v0 = _mm256_loadu_ps(p), v1 = _mm256_loadu_ps(p + 8), v2 = _mm256_loadu_ps(p + 16),
+                   v3 = _mm256_loadu_ps(p + 24);
+      __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                               _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+      const float amax = _mm_cvtss_f32(m4);
+      const float d = amax / 127.0f;
+      const __m256 id = _mm256_set1_ps(d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f);
+      const __m256i i0 = round8(v0, id), i1 = round8(v1, id), i2 = round8(v2, id), i3 = round8(v3, id);
+      const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+      // packs interleave 128-bit halves: [i0 lo, i1 lo, i0 hi, i1 hi] etc.; permute back to order.
+      const __m256i p16a = _mm256_packs_epi32(i0, i1), p16b = _mm256_packs_epi32(i2, i3);
+      const __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+      const __m256i ordered = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + kBlock * b), ordered);
+      out.d[static_cast<size_t>(t) * nb + b] = d;
+      out.dsum[static_cast<size_t>(t) * nb + b] = d * static_cast<float>(sum);
+    }
+  }
+}
+
+namespace {
+
+// Integer weights of one 32-value group as the AVX2 kernel feeds them to dot4.
+SPECCHAT_AVX2 inline __m256i k45_u(const uint8_t* qs, const uint8_t* qh, int j) {
+  const __m256i raw = load32(qs + 32 * (j / 2));
+  __m256i q = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
+  if (qh) {
+    const __m256i h = _mm256_srl_epi16(load32(qh), _mm_cvtsi32_si128(j));
+    q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(h, 4), _mm256_set1_epi8(0x10)));
+  }
+  return q;
+}
+
+// q6_K group gi as unsigned 6-bit values (the − 32 is applied through the activation sums).
+SPECCHAT_AVX2 inline __m256i q6_u(const BlockQ6K& k, int gi) {
+  const int h = gi / 4, g = gi % 4;
+  const __m256i l = load32(k.ql + 64 * h + 32 * (g & 1));
+  const __m256i lo = _mm256_and_si256(g >= 2 ? _mm256_srli_epi16(l, 4) : l, _mm256_set1_epi8(0x0F));
+  const __m256i hi =
+      _mm256_and_si256(_mm256_srl_epi16(load32(k.qh + 32 * h), _mm_cvtsi32_si128(2 * g)), _mm256_set1_epi8(0x03));
+  return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+
+// One row of x against 4 weight rows (a short block repeats its last row, not stored).
+SPECCHAT_AVX2 void row_avx2(const Act& a, int tk, const uint8_t* const wr[kRows], DType t, float* y) {
+  const int8_t* aq = a.qrow(tk);
+  const float* da = a.drow(tk);
+  const float* ds = a.srow(tk);
+  const int n_in = a.n_in;
+  __m256 F[2][kRows];
+  for (int q = 0; q < kRows; ++q) F[0][q] = F[1][q] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi8(1);
+  switch (t) {
+    case DType::q8_0:
+      for (int b = 0; b < n_in / 32; ++b) {
+        const __m256i x = load32(aq + 32 * b);
+        for (int q = 0; q < kRows; ++q) {
+          const BlockQ8_0& k = reinterpret_cast<const BlockQ8_0*>(wr[q])[b];
+          const __m256i w = load32(k.qs);  // |w| <= 128, |a| <= 127: pairs fit in 16 bits
+          const __m256i L = dot4(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+          const __m256 s = _mm256_set1_ps(_cvtsh_ss(k.d) * da[b]);
+          F[b & 1][q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), s, F[b & 1][q]);
+        }
+      }
+      break;
+    case DType::q4_0:
+      for (int b = 0; b < n_in / 32; ++b) {
+        const __m256i x = load32(aq + 32 * b);
+        const __m256i off = _mm256_slli_epi32(dot4(ones, x), 3);  // 8 · Σ a per lane
+        for (int q = 0; q < kRows; ++q) {
+          const BlockQ4_0& k = reinterpret_cast<const BlockQ4_0*>(wr[q])[b];
+          const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.qs));
+          const __m128i m4 = _mm_set1_epi8(0x0F);
+          const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+          const __m256i L = _mm256_sub_epi32(dot4(u, x), off);
+          const __m256 s = _mm256_set1_ps(_cvtsh_ss(k.d) * da[b]);
+          F[b & 1][q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), s, F[b & 1][q]);
+        }
+      }
+      break;
+    case DType::q4_k:
+    case DType::q5_k: {
+      const bool q5 = t == DType::q5_k;
+      alignas(32) float sq[kRows][8];
+      for (int S = 0; S < n_in / 256; ++S) {
+        const __m256 da8 = _mm256_loadu_ps(da + 8 * S), ds8 = _mm256_loadu_ps(ds + 8 * S);
+        const uint8_t* qs[kRows];
+        const uint8_t* qh[kRows];
+        for (int q = 0; q < kRows; ++q) {
+          uint16_t d16, dm16;
+          const uint8_t* scales;
+          if (q5) {
+            const BlockQ5K& k = reinterpret_cast<const BlockQ5K*>(wr[q])[S];
+            qs[q] = k.qs, qh[q] = k.qh, scales = k.scales, d16 = k.d, dm16 = k.dmin;
+          } else {
+            const BlockQ4K& k = reinterpret_cast<const BlockQ4K*>(wr[q])[S];
+            qs[q] = k.qs, qh[q] = nullptr, scales = k.scales, d16 = k.d, dm16 = k.dmin;
+          }
+          alignas(16) uint8_t sm[16];
+          k4_scale_bytes(scales, sm);
+          const __m128i smv = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
+          const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv));
+          const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8)));
+          const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d16)), sc);
+          const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(dm16)), mn);
+          F[0][q] = _mm256_fnmadd_ps(dm, ds8, F[0][q]);
+          _mm256_store_ps(sq[q], _mm256_mul_ps(dsc, da8));
+        }
+        for (int j = 0; j < 8; ++j) {
+          const __m256i x = load32(aq + 256 * S + 32 * j);
+          for (int q = 0; q < kRows; ++q) {
+            const __m256i L = dot4(k45_u(qs[q], qh[q], j), x);  // u <= 31
+            F[j & 1][q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_broadcast_ss(&sq[q][j]), F[j & 1][q]);
+          }
+        }
+      }
+      break;
+    }
+    case DType::q6_k: {
+      alignas(32) float dsc[kRows][16];
+      for (int S = 0; S < n_in / 256; ++S) {
+        for (int q = 0; q < kRows; ++q) {
+          const BlockQ6K& k = reinterpret_cast<const BlockQ6K*>(wr[q])[S];
+          const __m256 d = _mm256_set1_ps(_cvtsh_ss(k.d));
+          const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.scales));
+          _mm256_store_ps(dsc[q], _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+          _mm256_store_ps(dsc[q] + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+        }
+        for (int gi = 0; gi < 8; ++gi) {
+          const __m256i x = load32(aq + 256 * S + 32 * gi);
+          const __m256i off = _mm256_slli_epi32(dot4(ones, x), 5);  // 32 · Σ a per lane
+          const __m256 dab = _mm256_set1_ps(da[8 * S + gi]);
+          for (int q = 0; q < kRows; ++q) {
+            const BlockQ6K& k = reinterpret_cast<const BlockQ6K*>(wr[q])[S];
+            const __m256i L = _mm256_sub_epi32(dot4(q6_u(k, gi), x), off);  // u <= 63
+            const __m256 sv = _mm256_set_m128(_mm_set1_ps(dsc[q][2 * gi + 1]), _mm_set1_ps(dsc[q][2 * gi]));
+            F[gi & 1][q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_mul_ps(sv, dab), F[gi & 1][q]);
+          }
+        }
+      }
+      break;
+    }
+    default: break;
+  }
+  for (int q = 0; q < kRows; ++q) y[q] = hsum(_mm256_add_ps(F[0][q], F[1][q]));
+}
+
+}  // namespace
+
+SPECCHAT_AVX2 void rows_avx2(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr) {
+  const size_t row_bytes = dtype_row_bytes(t, static_cast<uint64_t>(a.n_in));
+  const uint8_t* wr[kRows];
+  for (int q = 0; q < kRows; ++q) wr[q] = static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 + std::min(q, nr - 1)) * row_bytes;
+  for (int tk = 0; tk < a.n_rows; ++tk) {
+    float out[kRows];
+    row_avx2(a, tk, wr, t, out);
+    for (int q = 0; q < nr; ++q) y[static_cast<int64_t>(tk) * n_out + j0 + q] = out[q];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// AVX-512 VNNI
+
+#define SPECCHAT_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+// GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized on its `__m512 __Y = __Y;` idiom
+// (GCC bug 105593, fixed in GCC 13): silenced for the AVX-512 functions only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+SPECCHAT_VNNI void quantize_avx512(const float* x, int r0, int r1, int n_in, Act& out) {
+  const int nb = n_in / kBlock;
+  for (int t = r0; t < r1; ++t) {
+    const float* xr = x + static_cast<int64_t>(t) * n_in;
+    int8_t* q = out.q.data() + static_cast<int64_t>(t) * n_in;
+    for (int b = 0; b < nb; ++b) {
+      const __m512 v0 = _mm512_loadu_ps(xr + kBlock * b), v1 = _mm512_loadu_ps(xr + kBlock * b + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+      const float d = amax / 127.0f;
+      const __m512 id = _mm512_set1_ps(d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f);
+      const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+      const __m512i i0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, id), lo), hi));
+      const __m512i i1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, id), lo), hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kBlock * b), _mm512_cvtepi32_epi8(i0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kBlock * b + 16), _mm512_cvtepi32_epi8(i1));
+      const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+      out.d[static_cast<size_t>(t) * nb + b] = d;
+      out.dsum[static_cast<size_t>(t) * nb + b] = d * static_cast<float>(sum);
+    }
+  }
+}
+
+namespace {
+
+SPECCHAT_VNNI inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
+
+// −c · Σ a over each lane's four activations (c = 2^shift): the start of a lane whose weights
+// carry the offset c.
+template <int Shift>
+SPECCHAT_VNNI inline __m512i neg_offset(__m512i x) {
+  const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), x);
+  return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, Shift));
+}
+
+// [a × 8 | b × 8]
+SPECCHAT_VNNI inline __m512 pair_ps(float a, float b) {
+  return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+}
+SPECCHAT_VNNI inline __m512i pair_idx(int a, int b) {
+  return _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(a), _mm512_set1_epi32(b));
+}
+
+// Rows [tk, tk + G) of x against 4 weight rows; F[g][q] holds F0 in lanes 0-7, F1 in 8-15.
+template <int G>
+SPECCHAT_VNNI void group_avx512(const Act& a, int tk, const uint8_t* const wr[kRows], DType t, float* y, int n_out,
+                                int j0, int nr) {
+  const int8_t* aq[G];
+  const float* da[G];
+  const float* ds[G];
+  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), da[g] = a.drow(tk + g), ds[g] = a.srow(tk + g);
+  const int n_in = a.n_in;
+  __m512 F[G][kRows];
+  for (int g = 0; g < G; ++g) {
+    for (int q = 0; q < kRows; ++q) F[g][q] = _mm512_setzero_ps();
+  }
+  switch (t) {
+    case DType::q8_0:
+    case DType::q4_0: {
+      const bool q8 = t == DType::q8_0;
+      const int nb = n_in / 32;
+      for (int p = 0; p < nb / 2; ++p) {
+        __m512i xv[G], neg[G];
+        __m512 dav[G];
+        for (int g = 0; g < G; ++g) {
+          xv[g] = load64(aq[g] + 64 * p);
+          neg[g] = q8 ? neg_offset<7>(xv[g]) : neg_offset<3>(xv[g]);
+          dav[g] = pair_ps(da[g][2 * p], da[g][2 * p + 1]);
+        }
+        for (int q = 0; q < kRows; ++q) {
+          __m512i u;
+          __m512 dw;
+          if (q8) {
+            const BlockQ8_0* k = reinterpret_cast<const BlockQ8_0*>(wr[q]) + 2 * p;
+            u = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k[0].qs))),
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k[1].qs)), 1);
+            u = _mm512_xor_si512(u, _mm512_set1_epi8(static_cast<char>(0x80)));  // w + 128
+            dw = pair_ps(_cvtsh_ss(k[0].d), _cvtsh_ss(k[1].d));
+          } else {
+            const BlockQ4_0* k = reinterpret_cast<const BlockQ4_0*>(wr[q]) + 2 * p;
+            const __m256i raw = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k[1].qs)),
+                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(k[0].qs)));
+            const __m256i m4 = _mm256_set1_epi8(0x0F);
+            // [lo0 | lo1 | hi0 | hi1] -> [lo0 | hi0 | lo1 | hi1]: values 0-31 of each block in order
+            const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, m4)),
+                                                 _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), 1);
+            u = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));  // q, i.e. w + 8
+            dw = pair_ps(_cvtsh_ss(k[0].d), _cvtsh_ss(k[1].d));
+          }
+          for (int g = 0; g < G; ++g) {
+            const __m512i L = _mm512_dpbusd_epi32(neg[g], u, xv[g]);
+            F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), _mm512_mul_ps(dw, dav[g]), F[g][q]);
+          }
+        }
+      }
+      if (nb % 2) {  // the last (even) block alone: lanes 0-7 (F0)
+        const int b = nb - 1;
+        __m256i xv[G], neg[G];
+        for (int g = 0; g < G; ++g) {
+          xv[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq[g] + 32 * b));
+          const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), xv[g]);
+          neg[g] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, q8 ? 7 : 3));
+        }
+        for (int q = 0; q < kRows; ++q) {
+          __m256i u;
+          float dw;
+          if (q8) {
+            const BlockQ8_0& k = reinterpret_cast<const BlockQ8_0*>(wr[q])[b];
+            u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.qs)),
+                                 _mm256_set1_epi8(static_cast<char>(0x80)));
+            dw = _cvtsh_ss(k.d);
+          } else {
+            const BlockQ4_0& k = reinterpret_cast<const BlockQ4_0*>(wr[q])[b];
+            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.qs));
+            const __m128i m4 = _mm_set1_epi8(0x0F);
+            u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+            dw = _cvtsh_ss(k.d);
+          }
+          for (int g = 0; g < G; ++g) {
+            const __m256i L = _mm256_dpbusd_epi32(neg[g], u, xv[g]);
+            const __m512 s = _mm512_set1_ps(dw * da[g][b]);
+            F[g][q] = _mm512_mask3_fmadd_ps(_mm512_castps256_ps512(_mm256_cvtepi32_ps(L)), s, F[g][q], 0x00FF);
+          }
+        }
+      }
+      break;
+    }
+    case DType::q4_k:
+    case DType::q5_k: {
+      const bool q5 = t == DType::q5_k;
+      alignas(64) float sq[kRows][G][16] = {};
+      for (int S = 0; S < n_in / 256; ++S) {
+        const uint8_t* qs[kRows];
+        const uint8_t* qh[kRows];
+        for (int q = 0; q < kRows; ++q) {
+          uint16_t d16, dm16;
+          const uint8_t* scales;
+          if (q5) {
+            const BlockQ5K& k = reinterpret_cast<const BlockQ5K*>(wr[q])[S];
+            qs[q] = k.qs, qh[q] = k.qh, scales = k.scales, d16 = k.d, dm16 = k.dmin;
+          } else {
+            const BlockQ4K& k = reinterpret_cast<const BlockQ4K*>(wr[q])[S];
+            qs[q] = k.qs, qh[q] = nullptr, scales = k.scales, d16 = k.d, dm16 = k.dmin;
+          }
+          alignas(16) uint8_t sm[16];
+          k4_scale_bytes(scales, sm);
+          const __m128i smv = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
+          const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d16)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv)));
+          const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(dm16)),
+                                          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8))));
+          for (int g = 0; g < G; ++g) {
+            const __m256 ds8 = _mm256_loadu_ps(ds[g] + 8 * S);
+            F[g][q] = _mm512_mask3_fnmadd_ps(_mm512_castps256_ps512(dm), _mm512_castps256_ps512(ds8), F[g][q], 0x00FF);
+            _mm256_store_ps(sq[q][g], _mm256_mul_ps(dsc, _mm256_loadu_ps(da[g] + 8 * S)));
+          }
+        }
+        for (int h = 0; h < 4; ++h) {
+          const __m512i idx = pair_idx(2 * h, 2 * h + 1);
+          __m512i xv[G];
+          for (int g = 0; g < G; ++g) xv[g] = load64(aq[g] + 256 * S + 64 * h);
+          for (int q = 0; q < kRows; ++q) {
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs[q] + 32 * h));
+            __m512i u = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1),
+                                         _mm512_set1_epi8(0x0F));
+            if (q5) {  // bit 2h (low half) and 2h + 1 (high half) of qh, as bit 4
+              const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh[q])));
+              const __m512i cnt = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi16(static_cast<short>(2 * h)),
+                                                          _mm512_set1_epi16(static_cast<short>(2 * h + 1)));
+              u = _mm512_or_si512(u, _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(hb, cnt), 4),
+                                                      _mm512_set1_epi8(0x10)));
+            }
+            for (int g = 0; g < G; ++g) {
+              const __m512i L = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, xv[g]);
+              const __m512 s = _mm512_permutexvar_ps(idx, _mm512_load_ps(sq[q][g]));
+              F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), s, F[g][q]);
+            }
+          }
+        }
+      }
+      break;
+    }
+    case DType::q6_k: {
+      alignas(64) float dsc[kRows][16];
+      for (int S = 0; S < n_in / 256; ++S) {
+        const BlockQ6K* k[kRows];
+        for (int q = 0; q < kRows; ++q) {
+          k[q] = reinterpret_cast<const BlockQ6K*>(wr[q]) + S;
+          const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k[q]->scales))));
+          _mm512_store_ps(dsc[q], _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(k[q]->d)), sc));
+        }
+        __m512 daz[G];
+        for (int g = 0; g < G; ++g) daz[g] = _mm512_castps256_ps512(_mm256_loadu_ps(da[g] + 8 * S));
+        for (int h = 0; h < 4; ++h) {
+          const int h6 = h / 2, odd = h & 1;
+          const __m512i idxb = pair_idx(2 * h, 2 * h + 1);
+          // lanes 0-3: sub-block 4h, 4-7: 4h + 1, 8-11: 4h + 2, 12-15: 4h + 3
+          const __m512i idxa = _mm512_add_epi32(_mm512_set1_epi32(4 * h), _mm512_srli_epi32(
+                                                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2));
+          const __m512i cnt = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi16(static_cast<short>(4 * odd)),
+                                                      _mm512_set1_epi16(static_cast<short>(4 * odd + 2)));
+          __m512i xv[G], neg[G];
+          __m512 dav[G];
+          for (int g = 0; g < G; ++g) {
+            xv[g] = load64(aq[g] + 256 * S + 64 * h);
+            neg[g] = neg_offset<5>(xv[g]);
+            dav[g] = _mm512_permutexvar_ps(idxb, daz[g]);
+          }
+          for (int q = 0; q < kRows; ++q) {
+            __m512i lo = load64(k[q]->ql + 64 * h6);
+            if (odd) lo = _mm512_srli_epi16(lo, 4);
+            lo = _mm512_and_si512(lo, _mm512_set1_epi8(0x0F));
+            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k[q]->qh + 32 * h6)));
+            const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(hb, cnt), _mm512_set1_epi8(0x03));
+            const __m512i u = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));  // q, i.e. w + 32
+            const __m512 dsv = _mm512_permutexvar_ps(idxa, _mm512_load_ps(dsc[q]));
+            for (int g = 0; g < G; ++g) {
+              const __m512i L = _mm512_dpbusd_epi32(neg[g], u, xv[g]);
+              F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), _mm512_mul_ps(dsv, dav[g]), F[g][q]);
+            }
+          }
+        }
+      }
+      break;
+    }
+    default: break;
+  }
+  for (int g = 0; g < G; ++g) {
+    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
+    for (int q = 0; q < nr; ++q) {
+      out[q] = hsum(_mm256_add_ps(_mm512_castps512_ps256(F[g][q]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(F[g][q]), 1))));
+    }
+  }
+}
+
+}  // namespace
+
+SPECCHAT_VNNI void rows_avx512(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr) {
+  const size_t row_bytes = dtype_row_bytes(t, static_cast<uint64_t>(a.n_in));
+  const uint8_t* wr[kRows];
+  for (int q = 0; q < kRows; ++q) wr[q] = static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 + std::min(q, nr - 1)) * row_bytes;
+  int tk = 0;
+  for (; tk + 4 <= a.n_rows; tk += 4) group_avx512<4>(a, tk, wr, t, y, n_out, j0, nr);
+  if (tk + 2 <= a.n_rows) {
+    group_avx512<2>(a, tk, wr, t, y, n_out, j0, nr);
+    tk += 2;
+  }
+  if (tk < a.n_rows) group_avx512<1>(a, tk, wr, t, y, n_out, j0, nr);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace specchat::cpu::q8
+
+#endif  // __x86_64__

@@ -1,0 +1,148 @@
+// cpu::linear's integer path (kernels/cpu/linear_q8.h, Activations::q8): the activation
+// rounding on hand-made rows, every SIMD variant against the scalar twin bit for bit (random
+// block bytes, so every weight value and scale pattern occurs; odd block counts; row counts
+// that are not multiples of 4), the error against the exact f64 product within the bound the
+// 8-bit rounding allows, and that x with NaN or huge values computes without fault.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_q8.h"
+#include "kernels/cpu/quant.h"
+#include "tests/kernels/cpu/block_weights.h"
+
+using namespace specchat;
+using namespace specchat::test;
+namespace q8 = specchat::cpu::q8;
+
+TEST_CASE("q8 activations: scale max|x| / 127, round half to even, clamp, block sums", "[unit][kernels][linear][quant]") {
+  std::vector<float> x(64, 0.0f);
+  x[0] = 127.0f;  // d = 1
+  x[1] = -63.5f;  // half: to even, -64
+  x[2] = 0.5f;    // 0
+  x[3] = 1.5f;    // 2
+  x[4] = -127.0f;
+  for (int i = 32; i < 64; ++i) x[static_cast<size_t>(i)] = 0.0f;  // an all-zero block: d = 0, q = 0
+  for (const q8::Isa isa : {q8::Isa::generic, q8::Isa::avx2, q8::Isa::avx512}) {
+    if (!q8::isa_supported(isa)) continue;
+    q8::Act a;
+    q8::quantize(isa, x.data(), 2, 32, a);  // two rows of one block each
+    INFO("isa " << static_cast<int>(isa));
+    CHECK(a.d[0] == 1.0f);
+    CHECK(a.q[0] == 127);
+    CHECK(a.q[1] == -64);
+    CHECK(a.q[2] == 0);
+    CHECK(a.q[3] == 2);
+    CHECK(a.q[4] == -127);
+    CHECK(a.dsum[0] == 127.0f - 64 + 2 - 127);
+    CHECK(a.d[1] == 0.0f);
+    for (int i = 32; i < 64; ++i) CHECK(a.q[static_cast<size_t>(i)] == 0);
+  }
+  std::vector<float> odd(48);
+  q8::Act a;
+  CHECK_THROWS_AS(q8::quantize(q8::Isa::generic, odd.data(), 1, 48, a), std::invalid_argument);
+}
+
+TEST_CASE("q8 activations: every variant gives the scalar twin's bits on random blocks", "[unit][kernels][linear][quant]") {
+  const std::pair<cpu::LinearIsa, const char*> isas[] = {{cpu::LinearIsa::avx2, "avx2"}, {cpu::LinearIsa::avx512, "avx512"}};
+  int ran = 0;
+  for (const auto& [isa, name] : isas) {
+    if (!cpu::linear_isa_supported(isa)) {
+      WARN("cpu::linear variant " << name << " not checked on the integer path: this CPU lacks it");
+      continue;
+    }
+    ++ran;
+    for (DType t : kBlockTypes) {
+      const int bs = dtype_block_size(t);
+      // One block, an odd number (the 32-value types' lone last block), and a long row.
+      for (const auto& [n_in, n_out] : std::vector<std::pair<int, int>>{{bs, 7}, {bs == 32 ? 5 * 32 : 3 * 256, 6}, {2048, 9}}) {
+        const std::vector<uint8_t> w = random_blocks(t, n_out * n_in / bs, 91u + static_cast<uint32_t>(n_in));
+        for (int n : {1, 2, 3, 4, 5, 7, 9}) {
+          std::vector<float> x = uniform(static_cast<size_t>(n) * n_in, 2.0f, 7u + static_cast<uint32_t>(n));
+          x[0] = 0.0f;  // a row starting with zeros, and one block all zero
+          for (int i = 0; i < std::min(32, n_in); ++i) x[static_cast<size_t>((n - 1) * n_in + i)] = 0.0f;
+          std::vector<float> got(static_cast<size_t>(n) * n_out), want(got.size());
+          cpu::linear_with_isa(isa, x.data(), w.data(), t, got.data(), n, n_in, n_out, cpu::Activations::q8);
+          cpu::linear_with_isa(cpu::LinearIsa::generic, x.data(), w.data(), t, want.data(), n, n_in, n_out,
+                               cpu::Activations::q8);
+          int differ = 0;
+          for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+          INFO(name << " " << dtype_name(t) << " n_in " << n_in << " n_out " << n_out << " rows " << n);
+          CHECK(differ == 0);
+        }
+      }
+    }
+  }
+  if (ran == 0) WARN("no SIMD variant of the integer path on this CPU: only the scalar twin runs");
+}
+
+TEST_CASE("q8 activations: the error stays within what rounding x to 8 bits allows", "[unit][kernels][linear][quant]") {
+  // |Σ w_i (x_i − x̂_i)| <= Σ_b (max|x|_b / 254) Σ_{i in b} |w_i|, plus f32 summation error.
+  const int n_in = 1024, n_out = 13, n = 3;
+  for (DType t : kBlockTypes) {
+    const std::vector<uint8_t> w = quantized_weights(t, n_out, n_in, 3);
+    const std::vector<float> x = uniform(static_cast<size_t>(n) * n_in, 1.0f, 4);
+    std::vector<float> got(static_cast<size_t>(n) * n_out), exact(got.size());
+    cpu::linear(x.data(), w.data(), t, got.data(), n, n_in, n_out);  // the default: q8
+    cpu::linear_ref(x.data(), w.data(), t, exact.data(), n, n_in, n_out);
+    std::vector<float> wrow(n_in);
+    double worst_ratio = 0;
+    for (int j = 0; j < n_out; ++j) {
+      cpu::dequantize_row_ref(t, w.data() + dtype_row_bytes(t, n_in) * static_cast<size_t>(j), wrow.data(), n_in);
+      for (int r = 0; r < n; ++r) {
+        const float* xr = x.data() + static_cast<size_t>(r) * n_in;
+        double bound = 0, mag = 0;
+        for (int b = 0; b < n_in / 32; ++b) {
+          double amax = 0, wsum = 0;
+          for (int i = 32 * b; i < 32 * b + 32; ++i) {
+            amax = std::max(amax, std::fabs(static_cast<double>(xr[i])));
+            wsum += std::fabs(static_cast<double>(wrow[static_cast<size_t>(i)]));
+            mag += std::fabs(static_cast<double>(xr[i]) * wrow[static_cast<size_t>(i)]);
+          }
+          bound += amax / 254.0 * wsum;
+        }
+        const double err = std::fabs(static_cast<double>(got[static_cast<size_t>(r) * n_out + j]) -
+                                     exact[static_cast<size_t>(r) * n_out + j]);
+        INFO(dtype_name(t) << " out " << j << " row " << r << " err " << err << " bound " << bound);
+        CHECK(err <= bound * 1.001 + mag * 1e-5);
+        worst_ratio = std::max(worst_ratio, err / bound);
+      }
+    }
+    // Rounding error that is a sum of many independent terms sits far below the worst case: a
+    // result that reaches it means the integers or the scales are off.
+    INFO(dtype_name(t) << " worst err / bound " << worst_ratio);
+    CHECK(worst_ratio < 0.5);
+  }
+}
+
+TEST_CASE("q8 activations: non-finite, huge and denormal x compute without fault", "[unit][kernels][linear][quant]") {
+  const int n_in = 256, n_out = 4;
+  for (DType t : kBlockTypes) {
+    const std::vector<uint8_t> w = quantized_weights(t, n_out, n_in, 9);
+    // Row 0: NaN and infinity (the results are not meaningful, the call must not fault).
+    // Row 1: finite, with a huge value and a block whose maximum is denormal (1 / d overflows).
+    std::vector<float> x(2 * static_cast<size_t>(n_in), 0.5f);
+    x[3] = std::numeric_limits<float>::quiet_NaN();
+    x[40] = std::numeric_limits<float>::infinity();
+    float* r1 = x.data() + n_in;
+    r1[100] = 1e30f;
+    for (int i = 192; i < 224; ++i) r1[i] = i == 200 ? 1e-41f : 0.0f;
+    std::vector<float> y(2 * static_cast<size_t>(n_out)), exact(y.size());
+    cpu::linear_ref(x.data(), w.data(), t, exact.data(), 2, n_in, n_out);
+    for (const cpu::LinearIsa isa : {cpu::LinearIsa::generic, cpu::LinearIsa::avx2, cpu::LinearIsa::avx512}) {
+      if (!cpu::linear_isa_supported(isa)) continue;
+      cpu::linear_with_isa(isa, x.data(), w.data(), t, y.data(), 2, n_in, n_out, cpu::Activations::q8);
+      for (int j = 0; j < n_out; ++j) {
+        INFO(dtype_name(t) << " isa " << static_cast<int>(isa) << " out " << j);
+        const float got = y[static_cast<size_t>(n_out + j)], want = exact[static_cast<size_t>(n_out + j)];
+        CHECK(std::isfinite(got));
+        CHECK(std::fabs(got - want) <= 0.01f * std::fabs(want) + 1e27f);  // 1e30 · |w| / 254 · a few
+      }
+    }
+  }
+}
