@@ -37,6 +37,14 @@ inline void k4_scale_bytes(const uint8_t* scales, uint8_t out[16]) {
   std::memcpy(out, o, 16);
 }
 
+// Software prefetch of the weight bytes kPrefetch ahead of [p, p + n): with the integer work per
+// byte, a core issues its loads too slowly for the hardware prefetchers to keep DRAM busy
+// (measured: 2048 x 131072, two threads, q8_0 34 -> 67 GB/s, q4_K 16 -> 33, q6_K 19 -> 61).
+constexpr size_t kPrefetch = 16384;
+inline void prefetch_block(const uint8_t* p, size_t n) {
+  for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + o), _MM_HINT_T0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // AVX2
 
@@ -129,6 +137,9 @@ SPECCHAT_AVX2 void row_avx2(const Act& a, int tk, const uint8_t* const wr[kRows]
     case DType::q8_0:
       for (int b = 0; b < n_in / 32; ++b) {
         const __m256i x = load32(aq + 32 * b);
+        if (b % 2 == 0) {
+          for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + b * sizeof(BlockQ8_0), 2 * sizeof(BlockQ8_0));
+        }
         for (int q = 0; q < kRows; ++q) {
           const BlockQ8_0& k = reinterpret_cast<const BlockQ8_0*>(wr[q])[b];
           const __m256i w = load32(k.qs);  // |w| <= 128, |a| <= 127: pairs fit in 16 bits
@@ -142,6 +153,9 @@ SPECCHAT_AVX2 void row_avx2(const Act& a, int tk, const uint8_t* const wr[kRows]
       for (int b = 0; b < n_in / 32; ++b) {
         const __m256i x = load32(aq + 32 * b);
         const __m256i off = _mm256_slli_epi32(dot4(ones, x), 3);  // 8 · Σ a per lane
+        if (b % 4 == 0) {
+          for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + b * sizeof(BlockQ4_0), 4 * sizeof(BlockQ4_0));
+        }
         for (int q = 0; q < kRows; ++q) {
           const BlockQ4_0& k = reinterpret_cast<const BlockQ4_0*>(wr[q])[b];
           const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.qs));
@@ -159,6 +173,8 @@ SPECCHAT_AVX2 void row_avx2(const Act& a, int tk, const uint8_t* const wr[kRows]
       alignas(32) float sq[kRows][8];
       for (int S = 0; S < n_in / 256; ++S) {
         const __m256 da8 = _mm256_loadu_ps(da + 8 * S), ds8 = _mm256_loadu_ps(ds + 8 * S);
+        const size_t bb = q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
+        for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + S * bb, bb);
         const uint8_t* qs[kRows];
         const uint8_t* qh[kRows];
         for (int q = 0; q < kRows; ++q) {
@@ -194,6 +210,7 @@ SPECCHAT_AVX2 void row_avx2(const Act& a, int tk, const uint8_t* const wr[kRows]
     case DType::q6_k: {
       alignas(32) float dsc[kRows][16];
       for (int S = 0; S < n_in / 256; ++S) {
+        for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + S * sizeof(BlockQ6K), sizeof(BlockQ6K));
         for (int q = 0; q < kRows; ++q) {
           const BlockQ6K& k = reinterpret_cast<const BlockQ6K*>(wr[q])[S];
           const __m256 d = _mm256_set1_ps(_cvtsh_ss(k.d));
@@ -270,13 +287,6 @@ SPECCHAT_VNNI void quantize_avx512(const float* x, int r0, int r1, int n_in, Act
 namespace {
 
 SPECCHAT_VNNI inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
-
-// Software prefetch of the weight bytes kPrefetch ahead of [p, p + n): with the integer work per
-// byte, a core issues its loads too slowly for the hardware prefetchers to keep DRAM busy.
-constexpr size_t kPrefetch = 16384;
-inline void prefetch_block(const uint8_t* p, size_t n) {
-  for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + o), _MM_HINT_T0);
-}
 
 // −c · Σ a over each lane's four activations (c = 2^shift): the start of a lane whose weights
 // carry the offset c.
