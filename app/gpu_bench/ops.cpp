@@ -301,7 +301,8 @@ bool bench_ops(Report& rep) {
     add_row(rep, "kv_compact", std::to_string(path.size()) + " rows x " + std::to_string(nl) + " layers", "f32", e, 0.0, us);
   }
   // Block weight types: dequantize-and-dot (decode: 1 row; verification: 8 rows) against the CPU
-  // twin cpu::linear on the same quantized 4096 x 4096 matrix; the op name carries the weight
+  // twin cpu::linear (its f32-activation path, as the CUDA kernels keep activations in f32) on
+  // the same quantized 4096 x 4096 matrix; the op name carries the weight
   // bytes read per second of device time. Tolerance: f32 sums in other orders (1e-5 normalized).
   for (DType t : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
     const int n_in = 4096, n_out = 4096;
@@ -313,7 +314,7 @@ bool bench_ops(Report& rep) {
     for (int n : {1, 8}) {
       const auto x = randv(size_t(n) * n_in, 21);
       std::vector<float> want(size_t(n) * n_out);
-      cpu::linear(x.data(), q.data(), t, want.data(), n, n_in, n_out);
+      cpu::linear(x.data(), q.data(), t, want.data(), n, n_in, n_out, nullptr, cpu::Activations::f32);
       Dev dx(x.size() * 4), dy(want.size() * 4);
       upload(dx, x);
       const double us = time_us(st, [&] {

@@ -290,6 +290,7 @@ std::shared_ptr<const DFlashModel> DFlashModel::load(const std::string& path, co
   m->rope_sin_.resize(n_tab);
   cpu::rope_table(m->n_pos_, m->rope_, m->rope_cos_.data(), m->rope_sin_.data());
   m->pool_ = opt.pool ? opt.pool : std::make_shared<cpu::ThreadPool>(opt.n_threads);
+  m->act_ = opt.activations;
   return m;
 }
 

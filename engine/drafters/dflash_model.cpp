@@ -15,8 +15,8 @@ namespace {
 // prompt's prefill (feat_ holds chunk × m × d_model floats).
 constexpr int kChunk = 32;
 
-cpu::LinearJob job(const float* x, const WeightView& w, float* y, int rows) {
-  return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out};
+cpu::LinearJob job(const float* x, const WeightView& w, float* y, int rows, cpu::Activations act) {
+  return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out, act};
 }
 }  // namespace
 
@@ -103,13 +103,13 @@ void DFlashModel::append_context(DFlashState& s, int pos0, const HiddenRows& h) 
       }
       s.pos_[static_cast<size_t>(r)] = p0 + r;
     }
-    cpu::linear(s.feat_.data(), fc_.data, fc_.type, s.x_.data(), n, fc_.n_in, fc_.n_out, pool_.get());
+    cpu::linear(s.feat_.data(), fc_.data, fc_.type, s.x_.data(), n, fc_.n_in, fc_.n_out, pool_.get(), act_);
     cpu::rmsnorm(s.x_.data(), enc_norm_, s.x_.data(), n, c.d_model, c.norm_eps);
     // 2. Every layer's K and V of these rows in one pool region, written in place.
     jobs.clear();
     for (size_t il = 0; il < layers_.size(); ++il) {
-      jobs.push_back(job(s.x_.data(), layers_[il].wk, s.k_[il].data() + static_cast<size_t>(p0) * nkv, n));
-      jobs.push_back(job(s.x_.data(), layers_[il].wv, s.v_[il].data() + static_cast<size_t>(p0) * nkv, n));
+      jobs.push_back(job(s.x_.data(), layers_[il].wk, s.k_[il].data() + static_cast<size_t>(p0) * nkv, n, act_));
+      jobs.push_back(job(s.x_.data(), layers_[il].wv, s.v_[il].data() + static_cast<size_t>(p0) * nkv, n, act_));
     }
     cpu::linear_multi(jobs, pool_.get());
     for (size_t il = 0; il < layers_.size(); ++il) {
@@ -159,7 +159,7 @@ void DFlashModel::draft_block(DFlashState& s, int32_t anchor_token, int anchor_p
     float* kslot = s.k_[il].data() + static_cast<size_t>(n_ctx_rows) * static_cast<size_t>(nkv);
     float* vslot = s.v_[il].data() + static_cast<size_t>(n_ctx_rows) * static_cast<size_t>(nkv);
     {
-      const cpu::LinearJob qkv[3] = {job(xb, l.wq, s.q_.data(), B), job(xb, l.wk, kslot, B), job(xb, l.wv, vslot, B)};
+      const cpu::LinearJob qkv[3] = {job(xb, l.wq, s.q_.data(), B, act_), job(xb, l.wk, kslot, B, act_), job(xb, l.wv, vslot, B, act_)};
       cpu::linear_multi(qkv, pool_.get());
     }
     norm_rope(s.q_.data(), l.q_norm, s.pos_.data(), B, c.n_head);
@@ -179,22 +179,22 @@ void DFlashModel::draft_block(DFlashState& s, int32_t anchor_token, int anchor_p
     a.out = s.att_.data();
     a.scratch = s.scores_.data();
     cpu::attention(a, pool_.get());
-    cpu::linear(s.att_.data(), l.wo.data, l.wo.type, xb, B, nq, d, pool_.get());
+    cpu::linear(s.att_.data(), l.wo.data, l.wo.type, xb, B, nq, d, pool_.get(), act_);
     cpu::add_inplace(x, xb, static_cast<int64_t>(B) * d);
     // SwiGLU feed-forward.
     cpu::rmsnorm(x, l.ffn_norm, xb, B, d, c.norm_eps);
     {
-      const cpu::LinearJob gu[2] = {job(xb, l.w_gate, s.gate_.data(), B), job(xb, l.w_up, s.up_.data(), B)};
+      const cpu::LinearJob gu[2] = {job(xb, l.w_gate, s.gate_.data(), B, act_), job(xb, l.w_up, s.up_.data(), B, act_)};
       cpu::linear_multi(gu, pool_.get());
     }
     cpu::swiglu(s.gate_.data(), s.up_.data(), s.gate_.data(), static_cast<int64_t>(B) * c.d_ff);
-    cpu::linear(s.gate_.data(), l.w_down.data, l.w_down.type, xb, B, c.d_ff, d, pool_.get());
+    cpu::linear(s.gate_.data(), l.w_down.data, l.w_down.type, xb, B, c.d_ff, d, pool_.get(), act_);
     cpu::add_inplace(x, xb, static_cast<int64_t>(B) * d);
   }
   // 5. The drafter's output_norm (not the target's final norm), then the target's LM head, for
   // block rows 1 … n_out.
   cpu::rmsnorm(x + d, output_norm_, xb, n_out, d, c.norm_eps);
-  cpu::linear(xb, output_.data, output_.type, logits.data(), n_out, d, c.n_vocab, pool_.get());
+  cpu::linear(xb, output_.data, output_.type, logits.data(), n_out, d, c.n_vocab, pool_.get(), act_);
 }
 
 }  // namespace specchat

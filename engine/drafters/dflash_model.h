@@ -27,6 +27,7 @@
 #include "engine/gguf.h"
 #include "engine/speculative/drafter.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace specchat {
@@ -57,6 +58,9 @@ struct DFlashOptions {
   int n_threads = 0;  // CPU threads for the kernels when `pool` is null (0 = all cores)
   // The CPU kernels' thread pool (share the engine's); null = the model makes its own.
   std::shared_ptr<cpu::ThreadPool> pool;
+  // Block-type (Q8_0, …) matrices: activations rounded to 8 bits or kept in f32
+  // (cpu::Activations, kernels/cpu/linear.h; LlamaModel::Options::activations).
+  cpu::Activations activations = cpu::Activations::q8;
   // Compare specchat.target.sha256 (when the file has it) with the target file's SHA-256.
   // Hashing reads the whole target file (about 1 s per GB).
   bool check_sha256 = true;
@@ -163,6 +167,7 @@ class DFlashModel {
   cpu::RopeParams rope_;
   std::vector<float> rope_cos_, rope_sin_;  // [n_pos, head_dim / 2]
   std::shared_ptr<cpu::ThreadPool> pool_;
+  cpu::Activations act_ = cpu::Activations::q8;  // DFlashOptions::activations
 };
 
 }  // namespace specchat

@@ -154,7 +154,11 @@ TEST_CASE("dflash: the forward matches an f64 reference for every weight type", 
     s.type = type;
     s.seed = 100 + static_cast<uint64_t>(type);
     const std::string path = test::write_dflash(test::dflash_builder(s), std::string("fwd-") + dtype_name(type));
-    const auto m = DFlashModel::load(path, test::tiny_target());
+    // f32 activations: the forward is f32 arithmetic on the file's values, ~1e-6 from f64. (The
+    // default q8 activations on Q8_0 weights are checked below.)
+    DFlashOptions o;
+    o.activations = cpu::Activations::f32;
+    const auto m = DFlashModel::load(path, test::tiny_target(), o);
     const GgufFile f = GgufFile::open(path);
     const GgufFile tf = GgufFile::open(test::tiny_target_path());
     // Hidden rows in an order other than the drafter's taps, plus a layer it does not read.
@@ -195,6 +199,35 @@ TEST_CASE("dflash: the forward matches an f64 reference for every weight type", 
     for (size_t i = 0; i < got.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(again[i] - got[i])));
     CHECK(diff <= 1e-5);  // the same rows, projected in other chunks (summation order may differ)
   }
+}
+
+TEST_CASE("dflash: the default q8 activations on Q8_0 weights stay in the llama.cpp class", "[unit][drafters]") {
+  DFlashSpec s;
+  s.type = DType::q8_0;
+  s.seed = 100 + static_cast<uint64_t>(DType::q8_0);
+  const std::string path = test::write_dflash(test::dflash_builder(s), "fwd-q8act");
+  const auto m = DFlashModel::load(path, test::tiny_target());  // default options: q8
+  const GgufFile f = GgufFile::open(path);
+  const GgufFile tf = GgufFile::open(test::tiny_target_path());
+  const test::OwnedHidden h = test::random_hidden({0, 1, 2}, 40, 64, 7 + static_cast<uint64_t>(DType::q8_0));
+  const auto feats = [&](int i, int t) { return h.row(m->config().taps[static_cast<size_t>(t)], i); };
+  DFlashState st = m->new_state();
+  m->append_context(st, 0, h.view(0, 40));
+  std::vector<float> got(static_cast<size_t>(m->block_size() - 1) * 4096);
+  m->draft_block(st, 17, 40, got);
+  const std::vector<double> want = test::dflash_reference(f, tf, 40, feats, 17, 40);
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::fabs(got[i] - want[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  // Rounding every matrix input to 8 bits: 4.3e-2 normalized measured on this random drafter
+  // (its logits are the output of three rounded matrix products); 8e-2 is about twice that, as
+  // tests/data/quant/tolerances.json sets the llama.cpp-class tier at twice llama.cpp's error.
+  INFO("max |error| " << err << ", max |logit| " << scale);
+  CHECK(scale > 0.5);
+  CHECK(err / scale <= 8e-2);
+  CHECK(err / scale > 1e-4);  // the integer path ran (f32 activations are ~1e-6 from f64)
 }
 
 TEST_CASE("dflash: forward argument errors", "[unit][drafters]") {
