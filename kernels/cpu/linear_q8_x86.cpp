@@ -393,6 +393,7 @@ SPECCHAT_VNNI void group_avx512(const Act& a, int tk, const uint8_t* const wr[kR
     case DType::q4_k:
     case DType::q5_k: {
       const bool q5 = t == DType::q5_k;
+      const __m512i nib_shift = _mm512_mask_blend_epi32(0xFF00, _mm512_setzero_si512(), _mm512_set1_epi16(4));
       alignas(64) float sq[kRows][G][16] = {};
       for (int S = 0; S < n_in / 256; ++S) {
         const size_t bb = q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
@@ -426,9 +427,9 @@ SPECCHAT_VNNI void group_avx512(const Act& a, int tk, const uint8_t* const wr[kR
           __m512i xv[G];
           for (int g = 0; g < G; ++g) xv[g] = load64(aq[g] + 256 * S + 64 * h);
           for (int q = 0; q < kRows; ++q) {
-            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs[q] + 32 * h));
-            __m512i u = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1),
-                                         _mm512_set1_epi8(0x0F));
+            // The 32 bytes in both halves, shifted by 0 (low nibbles: sub-block 2h) and 4 (high: 2h + 1).
+            const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs[q] + 32 * h)));
+            __m512i u = _mm512_and_si512(_mm512_srlv_epi16(raw, nib_shift), _mm512_set1_epi8(0x0F));
             if (q5) {  // bit 2h (low half) and 2h + 1 (high half) of qh, as bit 4
               const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh[q])));
               const __m512i cnt = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi16(static_cast<short>(2 * h)),
