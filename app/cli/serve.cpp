@@ -48,6 +48,7 @@ const std::vector<Flag>& flags() {
       SPECCHAT_FLAG("--ctx", n_ctx),
       SPECCHAT_FLAG("--threads", threads),
       SPECCHAT_FLAG("--kv-type", kv_type),
+      SPECCHAT_FLAG("--activations", activations),
       SPECCHAT_FLAG("--no-draft-backoff", spec.backoff),
       SPECCHAT_FLAG("--draft-k", spec.draft_k),
       SPECCHAT_FLAG("--node-budget", spec.node_budget),
@@ -181,6 +182,9 @@ void add_serve_options(CLI::App& cmd, ServeOptions& o) {
   cmd.add_option("--ctx", f.n_ctx, "context length (0 = the model's)")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--threads", f.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 256));
   cmd.add_option("--kv-type", f.kv_type, "KV cache rows: f16 (default) or f32")->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_option("--activations", f.activations,
+                 "quantized matrices on the CPU: q8 (default, integer dot products) or f32 (unrounded activations)")
+      ->check(CLI::IsMember({"q8", "f32"}));
   cmd.add_flag("--no-draft-backoff{false}", f.spec.backoff,
                "draft every step (default: drafting pauses while drafts keep failing; config key draft_backoff)");
   cmd.add_option("--drafter", g_drafter, "default drafter: model, ngram or none")
@@ -257,6 +261,7 @@ int cmd_serve(ServeOptions& o) {
   po.n_ctx = c.n_ctx;
   po.n_threads = c.threads;
   po.kv_type = parse_kv_type(c.kv_type);
+  po.activations = parse_activations(c.activations);
   po.n_seq = c.parallel;
   ModelPair pair = ModelPair::load(po);
   for (const std::string& w : pair.warnings) log.warn(w);
@@ -304,6 +309,7 @@ int cmd_serve(ServeOptions& o) {
            " timeout_s=" + std::to_string(static_cast<long>(c.timeout_s)) + " max_body_bytes=" +
            std::to_string(c.max_body_bytes) + " memory: weights=" + mib(tm.weights_bytes + dm.weights_bytes) +
            " kv=" + mib(tm.kv_bytes + dm.kv_bytes) + "(" + dtype_name(tm.kv_type) + ")" +
+           " q8_activations=" + (tm.q8_activations || dm.q8_activations ? "on" : "off") +
            " draft_backoff=" + (c.spec.backoff ? "on" : "off") + " rss=" + mib(serve::resident_memory_bytes()) +
            " auth=" + (c.api_key.empty() ? "off" : "on") +
            " pipo=" + (pipo ? pipo->info().release + "(approximate)" : std::string("none")) +

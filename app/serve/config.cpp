@@ -64,6 +64,10 @@ const std::map<std::string, Setter>& setters() {
          c.kv_type = get_string(k, v);
          if (c.kv_type != "f16" && c.kv_type != "f32") bad_type(k, "\"f16\" or \"f32\"");
        }},
+      {"activations", [](auto& k, auto& v, auto& c) {
+         c.activations = get_string(k, v);
+         if (c.activations != "q8" && c.activations != "f32") bad_type(k, "\"q8\" or \"f32\"");
+       }},
       {"drafter", [](auto& k, auto& v, auto& c) {
          if (!parse_drafter_choice(get_string(k, v), &c.spec.drafter)) bad_type(k, "\"model\", \"ngram\" or \"none\"");
        }},

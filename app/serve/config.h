@@ -29,6 +29,9 @@ struct ServeConfig {
   int n_ctx = 0;                   // tokens of context (0 = the target's)
   int threads = 0;                 // CPU threads of the engine's pool (0 = all cores)
   std::string kv_type = "f16";     // KV cache rows: "f16" or "f32" (LlamaModel::Options::kv_type)
+  // Quantized matrices on the CPU: "q8" (activations rounded to 8 bits) or "f32"
+  // (LlamaModel::Options::activations).
+  std::string activations = "q8";
   // speculative defaults of a request (SpecSettings: drafter, tree, draft_k, node_budget, ...)
   SpecSettings spec;
   // sampling defaults of a request

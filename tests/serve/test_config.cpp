@@ -13,7 +13,8 @@ TEST_CASE("config file keys apply with their types", "[unit]") {
   ServeConfig c;
   apply_config_json(json::parse(R"({"host":"127.0.0.2","port":9000,"draft":"none","draft_k":6,"tree":"dynamic",
       "node_budget":20,"temperature":0.5,"parallel":2,"queue":3,"timeout_s":12.5,"log_content":true,
-      "max_output_tokens":100,"drafter":"ngram","kv_type":"f32","draft_backoff":false})"),
+      "max_output_tokens":100,"drafter":"ngram","kv_type":"f32","draft_backoff":false,
+      "activations":"f32"})"),
                     c);
   CHECK(c.host == "127.0.0.2");
   CHECK(c.port == 9000);
@@ -32,6 +33,8 @@ TEST_CASE("config file keys apply with their types", "[unit]") {
   CHECK_FALSE(c.spec.backoff);
   CHECK(ServeConfig{}.spec.backoff);
   CHECK(ServeConfig{}.kv_type == "f16");
+  CHECK(c.activations == "f32");
+  CHECK(ServeConfig{}.activations == "q8");
   CHECK_NOTHROW(validate_config(c));
 }
 
@@ -42,6 +45,7 @@ TEST_CASE("config files refuse unknown keys, wrong types and secrets", "[unit]")
   CHECK_THROWS_AS(apply_config_json(json::parse(R"({"parallel":2.5})"), c), ConfigError);
   CHECK_THROWS_AS(apply_config_json(json::parse(R"({"tree":"auto"})"), c), ConfigError);
   CHECK_THROWS_AS(apply_config_json(json::parse(R"({"kv_type":"q8_0"})"), c), ConfigError);
+  CHECK_THROWS_AS(apply_config_json(json::parse(R"({"activations":"q4"})"), c), ConfigError);
   CHECK_THROWS_AS(apply_config_json(json::parse(R"({"draft_backoff":"no"})"), c), ConfigError);
   CHECK_THROWS_AS(apply_config_json(json::parse(R"({"api_key":"secret"})"), c), ConfigError);
   CHECK_THROWS_AS(apply_config_json(json::parse(R"([1])"), c), ConfigError);
