@@ -124,60 +124,75 @@ SPECCHAT_AVX2 inline __m256i q6_u(const BlockQ6K& k, int gi) {
   return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
 }
 
-// One row of x against 4 weight rows (a short block repeats its last row, not stored).
-SPECCHAT_AVX2 void row_avx2(const Act& a, int tk, const uint8_t* const wr[kRows], DType t, float* y) {
-  const int8_t* aq = a.qrow(tk);
-  const float* da = a.drow(tk);
-  const float* ds = a.srow(tk);
+// G rows of x (tk ..) against R weight rows wr[0 .. R) (a short block repeats its last row, not
+// stored): each weight group is unpacked once for the G rows. Per row of x the operations do not
+// depend on R or G.
+template <int R, int G>
+SPECCHAT_AVX2 void rows_rg_avx2(const Act& a, int tk, const uint8_t* const wr[], DType t, float* y, int n_out, int j0,
+                                int nr) {
+  const int8_t* aq[G];
+  const float* da[G];
+  const float* ds[G];
+  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), da[g] = a.drow(tk + g), ds[g] = a.srow(tk + g);
   const int n_in = a.n_in;
-  __m256 F[2][kRows];
-  for (int q = 0; q < kRows; ++q) F[0][q] = F[1][q] = _mm256_setzero_ps();
+  __m256 F[2][R][G];
+  for (int q = 0; q < R; ++q) {
+    for (int g = 0; g < G; ++g) F[0][q][g] = F[1][q][g] = _mm256_setzero_ps();
+  }
   const __m256i ones = _mm256_set1_epi8(1);
   switch (t) {
     case DType::q8_0:
       for (int b = 0; b < n_in / 32; ++b) {
-        const __m256i x = load32(aq + 32 * b);
+        __m256i x[G];
+        for (int g = 0; g < G; ++g) x[g] = load32(aq[g] + 32 * b);
         if (b % 2 == 0) {
-          for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + b * sizeof(BlockQ8_0), 2 * sizeof(BlockQ8_0));
+          for (int q = 0; q < R; ++q) prefetch_block(wr[q] + b * sizeof(BlockQ8_0), 2 * sizeof(BlockQ8_0));
         }
-        for (int q = 0; q < kRows; ++q) {
+        for (int q = 0; q < R; ++q) {
           const BlockQ8_0& k = reinterpret_cast<const BlockQ8_0*>(wr[q])[b];
           const __m256i w = load32(k.qs);  // |w| <= 128, |a| <= 127: pairs fit in 16 bits
-          const __m256i L = dot4(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-          const __m256 s = _mm256_set1_ps(_cvtsh_ss(k.d) * da[b]);
-          F[b & 1][q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), s, F[b & 1][q]);
+          const __m256i aw = _mm256_abs_epi8(w);
+          const float dw = _cvtsh_ss(k.d);
+          for (int g = 0; g < G; ++g) {
+            const __m256i L = dot4(aw, _mm256_sign_epi8(x[g], w));
+            F[b & 1][q][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_set1_ps(dw * da[g][b]), F[b & 1][q][g]);
+          }
         }
       }
       break;
     case DType::q4_0:
       for (int b = 0; b < n_in / 32; ++b) {
-        const __m256i x = load32(aq + 32 * b);
-        const __m256i off = _mm256_slli_epi32(dot4(ones, x), 3);  // 8 · Σ a per lane
-        if (b % 4 == 0) {
-          for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + b * sizeof(BlockQ4_0), 4 * sizeof(BlockQ4_0));
+        __m256i x[G], off[G];
+        for (int g = 0; g < G; ++g) {
+          x[g] = load32(aq[g] + 32 * b);
+          off[g] = _mm256_slli_epi32(dot4(ones, x[g]), 3);  // 8 · Σ a per lane
         }
-        for (int q = 0; q < kRows; ++q) {
+        if (b % 4 == 0) {
+          for (int q = 0; q < R; ++q) prefetch_block(wr[q] + b * sizeof(BlockQ4_0), 4 * sizeof(BlockQ4_0));
+        }
+        for (int q = 0; q < R; ++q) {
           const BlockQ4_0& k = reinterpret_cast<const BlockQ4_0*>(wr[q])[b];
           const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.qs));
           const __m128i m4 = _mm_set1_epi8(0x0F);
           const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
-          const __m256i L = _mm256_sub_epi32(dot4(u, x), off);
-          const __m256 s = _mm256_set1_ps(_cvtsh_ss(k.d) * da[b]);
-          F[b & 1][q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), s, F[b & 1][q]);
+          const float dw = _cvtsh_ss(k.d);
+          for (int g = 0; g < G; ++g) {
+            const __m256i L = _mm256_sub_epi32(dot4(u, x[g]), off[g]);
+            F[b & 1][q][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_set1_ps(dw * da[g][b]), F[b & 1][q][g]);
+          }
         }
       }
       break;
     case DType::q4_k:
     case DType::q5_k: {
       const bool q5 = t == DType::q5_k;
-      alignas(32) float sq[kRows][8];
+      alignas(32) float sq[R][G][8];
       for (int S = 0; S < n_in / 256; ++S) {
-        const __m256 da8 = _mm256_loadu_ps(da + 8 * S), ds8 = _mm256_loadu_ps(ds + 8 * S);
         const size_t bb = q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
-        for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + S * bb, bb);
-        const uint8_t* qs[kRows];
-        const uint8_t* qh[kRows];
-        for (int q = 0; q < kRows; ++q) {
+        for (int q = 0; q < R; ++q) prefetch_block(wr[q] + S * bb, bb);
+        const uint8_t* qs[R];
+        const uint8_t* qh[R];
+        for (int q = 0; q < R; ++q) {
           uint16_t d16, dm16;
           const uint8_t* scales;
           if (q5) {
@@ -194,24 +209,30 @@ SPECCHAT_AVX2 void row_avx2(const Act& a, int tk, const uint8_t* const wr[kRows]
           const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8)));
           const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d16)), sc);
           const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(dm16)), mn);
-          F[0][q] = _mm256_fnmadd_ps(dm, ds8, F[0][q]);
-          _mm256_store_ps(sq[q], _mm256_mul_ps(dsc, da8));
+          for (int g = 0; g < G; ++g) {
+            F[0][q][g] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(ds[g] + 8 * S), F[0][q][g]);
+            _mm256_store_ps(sq[q][g], _mm256_mul_ps(dsc, _mm256_loadu_ps(da[g] + 8 * S)));
+          }
         }
         for (int j = 0; j < 8; ++j) {
-          const __m256i x = load32(aq + 256 * S + 32 * j);
-          for (int q = 0; q < kRows; ++q) {
-            const __m256i L = dot4(k45_u(qs[q], qh[q], j), x);  // u <= 31
-            F[j & 1][q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_broadcast_ss(&sq[q][j]), F[j & 1][q]);
+          __m256i x[G];
+          for (int g = 0; g < G; ++g) x[g] = load32(aq[g] + 256 * S + 32 * j);
+          for (int q = 0; q < R; ++q) {
+            const __m256i u = k45_u(qs[q], qh[q], j);  // u <= 31
+            for (int g = 0; g < G; ++g) {
+              const __m256i L = dot4(u, x[g]);
+              F[j & 1][q][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_broadcast_ss(&sq[q][g][j]), F[j & 1][q][g]);
+            }
           }
         }
       }
       break;
     }
     case DType::q6_k: {
-      alignas(32) float dsc[kRows][16];
+      alignas(32) float dsc[R][16];
       for (int S = 0; S < n_in / 256; ++S) {
-        for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + S * sizeof(BlockQ6K), sizeof(BlockQ6K));
-        for (int q = 0; q < kRows; ++q) {
+        for (int q = 0; q < R; ++q) prefetch_block(wr[q] + S * sizeof(BlockQ6K), sizeof(BlockQ6K));
+        for (int q = 0; q < R; ++q) {
           const BlockQ6K& k = reinterpret_cast<const BlockQ6K*>(wr[q])[S];
           const __m256 d = _mm256_set1_ps(_cvtsh_ss(k.d));
           const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.scales));
@@ -219,14 +240,21 @@ SPECCHAT_AVX2 void row_avx2(const Act& a, int tk, const uint8_t* const wr[kRows]
           _mm256_store_ps(dsc[q] + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
         }
         for (int gi = 0; gi < 8; ++gi) {
-          const __m256i x = load32(aq + 256 * S + 32 * gi);
-          const __m256i off = _mm256_slli_epi32(dot4(ones, x), 5);  // 32 · Σ a per lane
-          const __m256 dab = _mm256_set1_ps(da[8 * S + gi]);
-          for (int q = 0; q < kRows; ++q) {
+          __m256i x[G], off[G];
+          __m256 dab[G];
+          for (int g = 0; g < G; ++g) {
+            x[g] = load32(aq[g] + 256 * S + 32 * gi);
+            off[g] = _mm256_slli_epi32(dot4(ones, x[g]), 5);  // 32 · Σ a per lane
+            dab[g] = _mm256_set1_ps(da[g][8 * S + gi]);
+          }
+          for (int q = 0; q < R; ++q) {
             const BlockQ6K& k = reinterpret_cast<const BlockQ6K*>(wr[q])[S];
-            const __m256i L = _mm256_sub_epi32(dot4(q6_u(k, gi), x), off);  // u <= 63
+            const __m256i u = q6_u(k, gi);  // u <= 63
             const __m256 sv = _mm256_set_m128(_mm_set1_ps(dsc[q][2 * gi + 1]), _mm_set1_ps(dsc[q][2 * gi]));
-            F[gi & 1][q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_mul_ps(sv, dab), F[gi & 1][q]);
+            for (int g = 0; g < G; ++g) {
+              const __m256i L = _mm256_sub_epi32(dot4(u, x[g]), off[g]);
+              F[gi & 1][q][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_mul_ps(sv, dab[g]), F[gi & 1][q][g]);
+            }
           }
         }
       }
@@ -234,7 +262,10 @@ SPECCHAT_AVX2 void row_avx2(const Act& a, int tk, const uint8_t* const wr[kRows]
     }
     default: break;
   }
-  for (int q = 0; q < kRows; ++q) y[q] = hsum(_mm256_add_ps(F[0][q], F[1][q]));
+  for (int g = 0; g < G; ++g) {
+    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
+    for (int q = 0; q < std::min(R, nr); ++q) out[q] = hsum(_mm256_add_ps(F[0][q][g], F[1][q][g]));
+  }
 }
 
 }  // namespace
@@ -243,11 +274,14 @@ SPECCHAT_AVX2 void rows_avx2(const Act& a, const void* w, DType t, float* y, int
   const size_t row_bytes = dtype_row_bytes(t, static_cast<uint64_t>(a.n_in));
   const uint8_t* wr[kRows];
   for (int q = 0; q < kRows; ++q) wr[q] = static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 + std::min(q, nr - 1)) * row_bytes;
-  for (int tk = 0; tk < a.n_rows; ++tk) {
-    float out[kRows];
-    row_avx2(a, tk, wr, t, out);
-    for (int q = 0; q < nr; ++q) y[static_cast<int64_t>(tk) * n_out + j0 + q] = out[q];
+  // 16 registers: a lone row of x takes the 4 weight rows at once (8 accumulators); pairs of rows
+  // take 2 weight rows at a time (8 accumulators), so the weights are unpacked once per pair.
+  int tk = 0;
+  for (; tk + 2 <= a.n_rows; tk += 2) {
+    rows_rg_avx2<2, 2>(a, tk, wr, t, y, n_out, j0, nr);
+    if (nr > 2) rows_rg_avx2<2, 2>(a, tk, wr + 2, t, y, n_out, j0 + 2, nr - 2);
   }
+  if (tk < a.n_rows) rows_rg_avx2<kRows, 1>(a, tk, wr, t, y, n_out, j0, nr);
 }
 
 // ---------------------------------------------------------------------------------------------
