@@ -42,7 +42,10 @@ constexpr bool linear_rounds_activations(DType t, Activations act) {
 // Decode-sized batches (16-bit weights: up to 8 rows; block weights: up to 2 rows on AVX2, 4 on
 // AVX-512) skip the tile: the weights are widened / dequantized in registers as they are used,
 // to the same f32 values, consumed by the same operations in the same order (same bits).
-// Integer path: 4 weight rows × up to 4 rows of x per pass over the whole row (linear_q8.h).
+// Integer path: the whole row per pass, AVX-512 4 weight rows × up to 4 rows of x, AVX2 4 × 1
+// or 2 × 2 (linear_q8.h); weight bytes prefetched 16 KiB ahead. Decode-sized batches run 2-3×
+// the f32 path; from ~16 rows (prefill) the two are about even on AVX-512, and AVX2's k-quants
+// are up to 1.4× slower there (scripts/bench-linear.cpp, docs/perf/cpu.md).
 // Blocks of rows are split over the thread pool (serially when `pool` is null).
 //
 // Batch invariance (the speculative identity tests rely on it): y[t, j] is computed by the same
