@@ -124,6 +124,32 @@ SPECCHAT_AVX2 inline __m256i q6_u(const BlockQ6K& k, int gi) {
   return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
 }
 
+// Super-block S of a q4_K/q5_K row: its quants (qh null for q4_K), and d · sc (8 sub-block
+// scales) and dmin · m (8 mins) as f32 products.
+struct K45Block {
+  const uint8_t* qs;
+  const uint8_t* qh;
+  __m256 dsc, dm;
+};
+SPECCHAT_AVX2 inline K45Block k45_block(const uint8_t* row, int S, bool q5) {
+  K45Block b;
+  uint16_t d16, dm16;
+  const uint8_t* scales;
+  if (q5) {
+    const BlockQ5K& k = reinterpret_cast<const BlockQ5K*>(row)[S];
+    b.qs = k.qs, b.qh = k.qh, scales = k.scales, d16 = k.d, dm16 = k.dmin;
+  } else {
+    const BlockQ4K& k = reinterpret_cast<const BlockQ4K*>(row)[S];
+    b.qs = k.qs, b.qh = nullptr, scales = k.scales, d16 = k.d, dm16 = k.dmin;
+  }
+  alignas(16) uint8_t sm[16];
+  k4_scale_bytes(scales, sm);
+  const __m128i smv = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
+  b.dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d16)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv)));
+  b.dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(dm16)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8))));
+  return b;
+}
+
 // G rows of x (tk ..) against R weight rows wr[0 .. R) (a short block repeats its last row, not
 // stored): each weight group is unpacked once for the G rows. Per row of x the operations do not
 // depend on R or G.
@@ -193,22 +219,9 @@ SPECCHAT_AVX2 void rows_rg_avx2(const Act& a, int tk, const uint8_t* const wr[],
         const uint8_t* qs[R];
         const uint8_t* qh[R];
         for (int q = 0; q < R; ++q) {
-          uint16_t d16, dm16;
-          const uint8_t* scales;
-          if (q5) {
-            const BlockQ5K& k = reinterpret_cast<const BlockQ5K*>(wr[q])[S];
-            qs[q] = k.qs, qh[q] = k.qh, scales = k.scales, d16 = k.d, dm16 = k.dmin;
-          } else {
-            const BlockQ4K& k = reinterpret_cast<const BlockQ4K*>(wr[q])[S];
-            qs[q] = k.qs, qh[q] = nullptr, scales = k.scales, d16 = k.d, dm16 = k.dmin;
-          }
-          alignas(16) uint8_t sm[16];
-          k4_scale_bytes(scales, sm);
-          const __m128i smv = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
-          const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv));
-          const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8)));
-          const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d16)), sc);
-          const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(dm16)), mn);
+          const K45Block kb = k45_block(wr[q], S, q5);
+          qs[q] = kb.qs, qh[q] = kb.qh;
+          const __m256 dsc = kb.dsc, dm = kb.dm;
           for (int g = 0; g < G; ++g) {
             F[0][q][g] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(ds[g] + 8 * S), F[0][q][g]);
             _mm256_store_ps(sq[q][g], _mm256_mul_ps(dsc, _mm256_loadu_ps(da[g] + 8 * S)));
@@ -435,21 +448,9 @@ SPECCHAT_VNNI void group_avx512(const Act& a, int tk, const uint8_t* const wr[kR
         const uint8_t* qs[kRows];
         const uint8_t* qh[kRows];
         for (int q = 0; q < kRows; ++q) {
-          uint16_t d16, dm16;
-          const uint8_t* scales;
-          if (q5) {
-            const BlockQ5K& k = reinterpret_cast<const BlockQ5K*>(wr[q])[S];
-            qs[q] = k.qs, qh[q] = k.qh, scales = k.scales, d16 = k.d, dm16 = k.dmin;
-          } else {
-            const BlockQ4K& k = reinterpret_cast<const BlockQ4K*>(wr[q])[S];
-            qs[q] = k.qs, qh[q] = nullptr, scales = k.scales, d16 = k.d, dm16 = k.dmin;
-          }
-          alignas(16) uint8_t sm[16];
-          k4_scale_bytes(scales, sm);
-          const __m128i smv = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
-          const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d16)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv)));
-          const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(dm16)),
-                                          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8))));
+          const K45Block kb = k45_block(wr[q], S, q5);
+          qs[q] = kb.qs, qh[q] = kb.qh;
+          const __m256 dsc = kb.dsc, dm = kb.dm;
           for (int g = 0; g < G; ++g) {
             const __m256 ds8 = _mm256_loadu_ps(ds[g] + 8 * S);
             F[g][q] = _mm512_mask3_fnmadd_ps(_mm512_castps256_ps512(dm), _mm512_castps256_ps512(ds8), F[g][q], 0x00FF);
