@@ -280,8 +280,16 @@ int cmd_compare_pipo(const CommonOptions& o) {
   size_t first_diff = 0;
   while (first_diff < pv.size() && first_diff < b.tokens.size() && pv[first_diff] == b.tokens[first_diff]) ++first_diff;
   const bool identical = first_diff == pv.size() && first_diff == b.tokens.size();
-  const double ttft_speedup = p.ttft_s > 0 ? b.stats.ttft_ms / (1000.0 * p.ttft_s) : 0.0;
-  const double tpot_speedup = tpot_ms(p) > 0 ? b.stats.tpot_ms() / tpot_ms(p) : 0.0;
+  // A ratio needs both sides measured (with -n 0 or a first-token stop there is no TPOT): else
+  // null in JSON and n/a in text, never 0.00x.
+  const double ttft_speedup = p.ttft_s > 0 && b.stats.ttft_ms > 0 ? b.stats.ttft_ms / (1000.0 * p.ttft_s) : -1.0;
+  const double tpot_speedup = tpot_ms(p) > 0 && b.stats.tpot_ms() > 0 ? b.stats.tpot_ms() / tpot_ms(p) : -1.0;
+  const auto ratio_json = [](double v) { return v >= 0 ? json(v) : json(nullptr); };  // -1: not measured
+  const auto ratio_text = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2fx", v);
+    return v >= 0 ? std::string(buf) : std::string("n/a");
+  };
   if (o.json) {
     json j;
     j["baseline"] = {{"text", b.text}, {"tokens", b.tokens}, {"ttft_ms", b.stats.ttft_ms}, {"tpot_ms", b.stats.tpot_ms()},
@@ -292,13 +300,14 @@ int cmd_compare_pipo(const CommonOptions& o) {
     j["divergence"] = {{"identical", identical},
                        {"first_difference", identical ? json(nullptr) : json(first_diff)},
                        {"common_prefix_tokens", first_diff}};
-    j["ttft_speedup"] = ttft_speedup;
-    j["tpot_speedup"] = tpot_speedup;
+    j["ttft_speedup"] = ratio_json(ttft_speedup);
+    j["tpot_speedup"] = ratio_json(tpot_speedup);
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << "=== baseline (plain target, lossless) ===\n" << b.text << "\n\n=== PIPO (" << kLabel << ") ===\n"
               << text << "\n" << stats_text(p, static_cast<int>(r.prompt.size())) << "\n\n";
-    std::printf("TTFT %.2fx, TPOT %.2fx (baseline / PIPO); %s\n", ttft_speedup, tpot_speedup,
+    std::printf("TTFT %s, TPOT %s (baseline / PIPO); %s\n", ratio_text(ttft_speedup).c_str(),
+                ratio_text(tpot_speedup).c_str(),
                 identical ? "identical tokens"
                           : ("diverges from the baseline at token " + std::to_string(first_diff)).c_str());
   }

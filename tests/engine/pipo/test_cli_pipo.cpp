@@ -102,6 +102,22 @@ TEST_CASE("cli: compare --pipo shows the baseline, PIPO's divergence and its spe
   CHECK(bad.json["error"]["kind"] == "pipo_target_mismatch");
 }
 
+TEST_CASE("cli: compare --pipo -n 0 reports no speedup it could not measure", "[model][pipo]") {
+  // Regression: with no generated token the ratios printed as 0.00x (a measured slowdown to
+  // nothing); they are null in JSON and n/a in text.
+  BoundUnit u;
+  const CliResult r = run_cli({"compare", "--pipo", u.dir(), "--model", target_model(), "--chat", "Hi", "-n", "0", "--json"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.json_ok);
+  CHECK(r.json["tpot_speedup"].is_null());
+  const CliResult t = run_cli({"compare", "--pipo", u.dir(), "--model", target_model(), "--chat", "Hi", "-n", "0"});
+  INFO(t.describe());
+  REQUIRE(t.exit_code == 0);
+  CHECK(t.out.find("TPOT n/a") != std::string::npos);
+  CHECK(t.out.find("0.00x") == std::string::npos);
+}
+
 TEST_CASE("cli: bench runs pipo as a configuration and labels it approximate", "[model][pipo][bench]") {
   BoundUnit u;
   const std::string report = u.f.dir.file("report");
