@@ -51,6 +51,10 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
   r.settings.raw_context = o.n_ctx > 0 ? o.n_ctx : train_ctx;
   r.settings.acceptance_threshold = o.pipo_threshold >= 0 ? o.pipo_threshold : r.unit.info.recommended_threshold;
   r.settings.validate();
+  if (o.n_ctx > r.settings.raw_limit(train_ctx)) {
+    std::fprintf(stderr, "warning: --ctx %d is more than this release holds: capped at %d raw tokens (2 per pair, %d pairs)\n",
+                 o.n_ctx, r.settings.raw_limit(train_ctx), train_ctx);
+  }
   const int latent = r.settings.latent_context(train_ctx);
   if (latent < r.unit.backbone->n_ctx()) {
     lo.backbone.n_ctx = latent;  // a smaller KV pool when the user asked for a shorter context

@@ -20,7 +20,11 @@ void PipoSettings::validate() const {
   if (raw_context < 0) throw PipoError(K::bad_setting, "raw_context " + std::to_string(raw_context) + " is negative");
 }
 
-int PipoSettings::raw_limit(int backbone_n_ctx) const { return raw_context > 0 ? raw_context : 2 * backbone_n_ctx; }
+int PipoSettings::raw_limit(int backbone_n_ctx) const {
+  // At most 2 raw tokens per pair the backbone's cache holds.
+  const int most = 2 * backbone_n_ctx;
+  return raw_context > 0 ? std::min(raw_context, most) : most;
+}
 
 int PipoSettings::latent_context(int backbone_n_ctx) const { return std::min(backbone_n_ctx, raw_limit(backbone_n_ctx)); }
 

@@ -49,7 +49,8 @@ struct PipoSettings {
   void validate() const;
   // Pairs the backbone's KV cache may hold for this request: min(backbone n_ctx, raw limit).
   int latent_context(int backbone_n_ctx) const;
-  // The raw limit in force (raw_context, or 2 × backbone_n_ctx when 0).
+  // The raw limit in force: raw_context capped at 2 × backbone_n_ctx (two raw tokens per pair),
+  // or 2 × backbone_n_ctx when 0.
   int raw_limit(int backbone_n_ctx) const;
 };
 

@@ -247,6 +247,13 @@ TEST_CASE("pipo: settings outside the mode are refused, and limits stop the repl
   CHECK(r.stop_reason == "context");
   CHECK(raw_length(s.pairs()) <= 20);
   CHECK(o.settings.latent_context(64) == 20);
+  // Regression: a raw context above what the backbone's pairs can hold (2 × its n_ctx) was
+  // reported as given; the limit in force is capped there.
+  o.settings.raw_context = 500;
+  CHECK(o.settings.raw_limit(64) == 128);
+  CHECK(o.settings.latent_context(64) == 64);
+  o.settings.raw_context = 0;
+  CHECK(o.settings.raw_limit(64) == 128);
   o.settings.raw_context = 8;  // the prompt alone does not fit
   CHECK_THROWS_AS(pipo_generate(s, align(kPrompt), o), std::length_error);
 }
