@@ -38,13 +38,17 @@ void quantize_generic(const float* x, int r0, int r1, int n_in, Act& out) {
     int8_t* q = out.q.data() + static_cast<int64_t>(t) * n_in;
     for (int b = 0; b < nb; ++b) {
       float amax = 0.0f;
-      for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(xr[kBlock * b + i]));
-      const float d = amax / 127.0f;
+      bool nan = false;
+      for (int i = 0; i < kBlock; ++i) {
+        amax = std::max(amax, std::fabs(xr[kBlock * b + i]));
+        nan = nan || std::isnan(xr[kBlock * b + i]);
+      }
+      const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
       const float id = d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f;
       int sum = 0;
       for (int i = 0; i < kBlock; ++i) {
         const float r = std::nearbyint(clamp127(xr[kBlock * b + i] * id));  // round half to even
-        const int v = r == r ? static_cast<int>(r) : 0;                       // NaN: 0, never UB
+        const int v = static_cast<int>(r);  // clamp127 maps NaN to -127: never out of range
         q[kBlock * b + i] = static_cast<int8_t>(v);
         sum += v;
       }

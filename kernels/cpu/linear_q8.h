@@ -32,7 +32,9 @@ constexpr int kBlock = 32;  // activation values per scale
 // x [n_rows, n_in] rounded to 8 bits: per row and block b of 32 values, d = max|x| / 127 (f32),
 // a_i = round-half-even(clamp(x_i · (1 / d), −127, 127)), dsum = d · Σ a_i. A block whose d is 0
 // or below the smallest normal f32 (1 / d would overflow) gets a_i = 0 (it adds at most
-// 1.2e-38 · 127 · Σ|w| to a result).
+// 1.2e-38 · 127 · Σ|w| to a result). A block holding a NaN gets d = NaN (and an infinity gives
+// d = inf, a_i = 0), so every result it touches is NaN, as on the f32 path: the engine's
+// non-finite check still sees damaged weights.
 struct Act {
   int n_rows = 0, n_in = 0;
   std::vector<int8_t> q;     // [n_rows, n_in]

@@ -86,7 +86,9 @@ SPECCHAT_AVX2 void quantize_avx2(const float* x, int r0, int r1, int n_in, Act& 
       m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
       m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
       const float amax = _mm_cvtss_f32(m4);
-      const float d = amax / 127.0f;
+      const __m256 unord = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(v0, v0, _CMP_UNORD_Q), _mm256_cmp_ps(v1, v1, _CMP_UNORD_Q)),
+                                        _mm256_or_ps(_mm256_cmp_ps(v2, v2, _CMP_UNORD_Q), _mm256_cmp_ps(v3, v3, _CMP_UNORD_Q)));
+      const float d = _mm256_movemask_ps(unord) ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
       const __m256 id = _mm256_set1_ps(d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f);
       const __m256i i0 = round8(v0, id), i1 = round8(v1, id), i2 = round8(v2, id), i3 = round8(v3, id);
       const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
@@ -317,7 +319,8 @@ SPECCHAT_VNNI void quantize_avx512(const float* x, int r0, int r1, int n_in, Act
     for (int b = 0; b < nb; ++b) {
       const __m512 v0 = _mm512_loadu_ps(xr + kBlock * b), v1 = _mm512_loadu_ps(xr + kBlock * b + 16);
       const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-      const float d = amax / 127.0f;
+      const bool nan = (_mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q)) != 0;
+      const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
       const __m512 id = _mm512_set1_ps(d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f);
       const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
       const __m512i i0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, id), lo), hi));

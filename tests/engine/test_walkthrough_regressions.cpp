@@ -1,5 +1,5 @@
-// Regressions found by the first new-user walkthrough: NaN options, NaN weights, bench budget
-// range, calibrate with a non-model draft.
+// Regressions found by the first new-user walkthrough: NaN options, NaN weights (also in a
+// quantized model on the integer path), bench budget range, calibrate with a non-model draft.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 
 #include "cli_runner.h"
 #include "engine/gguf.h"
+#include "engine/quantize.h"
 #include "gguf_writer.h"
 #include "model_fixture.h"
 
@@ -39,6 +40,32 @@ TEST_CASE("walkthrough: a model whose logits are not finite gives a typed error"
   CHECK(r.exit_code == 1);
   REQUIRE(r.json_ok);
   CHECK(r.json.at("error").at("kind") == "non_finite_logits");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("walkthrough: a NaN weight in a Q8_0 model still gives the typed error with q8 activations", "[model][cli]") {
+  // Regression: the integer path's activation rounding turned a NaN activation into -127 · d, so
+  // a damaged quantized model (one NaN in an f32 norm) printed fluent text with exit 0, while
+  // --activations f32 reported non_finite_logits. Both must report it.
+  const fs::path dir = fs::temp_directory_path() / ("specchat-nanq-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string q8 = (dir / "q8.gguf").string(), path = (dir / "nan-q8.gguf").string();
+  quantize_gguf(test::target_model(), q8, QuantPreset::q8_0);
+  {
+    test::GgufBuilder b = test::GgufBuilder::from_file(GgufFile::open(q8));
+    auto& t = b.tensor("blk.3.ffn_norm.weight");  // f32; one element
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(t.data.data() + 4 * 7, &nan, 4);
+    b.write_file(path);
+  }
+  for (const char* act : {"q8", "f32"}) {
+    const auto r = test::run_cli({"generate", "--model", path, "--draft", "none", "--prompt", "Once upon a time", "-n",
+                                  "4", "--activations", act, "--json"});
+    INFO(act << ": " << r.describe());
+    CHECK(r.exit_code == 1);
+    REQUIRE(r.json_ok);
+    CHECK(r.json.at("error").at("kind") == "non_finite_logits");
+  }
   fs::remove_all(dir);
 }
 

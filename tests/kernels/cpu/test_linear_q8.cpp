@@ -120,6 +120,29 @@ TEST_CASE("q8 activations: the error stays within what rounding x to 8 bits allo
   }
 }
 
+TEST_CASE("q8 activations: a NaN or infinite x makes every result it touches NaN", "[unit][kernels][linear][quant]") {
+  // Regression: max / clamp skipped a NaN, so it became -127 · d and a damaged model's NaN
+  // activations produced finite, normal-looking logits (the engine's non-finite check never
+  // fired). A row with a NaN or an infinity must give non-finite results, as the f32 path does.
+  const int n_in = 256, n_out = 5;
+  for (DType t : kBlockTypes) {
+    const std::vector<uint8_t> w = quantized_weights(t, n_out, n_in, 11);
+    std::vector<float> x(3 * static_cast<size_t>(n_in), 0.25f);
+    x[77] = std::numeric_limits<float>::quiet_NaN();
+    x[static_cast<size_t>(n_in) + 200] = std::numeric_limits<float>::infinity();
+    x[2 * static_cast<size_t>(n_in) + 5] = -std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> y(3 * static_cast<size_t>(n_out));
+    for (const cpu::LinearIsa isa : {cpu::LinearIsa::generic, cpu::LinearIsa::avx2, cpu::LinearIsa::avx512}) {
+      if (!cpu::linear_isa_supported(isa)) continue;
+      cpu::linear_with_isa(isa, x.data(), w.data(), t, y.data(), 3, n_in, n_out, cpu::Activations::q8);
+      for (size_t i = 0; i < y.size(); ++i) {
+        INFO(dtype_name(t) << " isa " << static_cast<int>(isa) << " row " << i / n_out << " out " << i % n_out << " = " << y[i]);
+        CHECK_FALSE(std::isfinite(y[i]));
+      }
+    }
+  }
+}
+
 TEST_CASE("q8 activations: non-finite, huge and denormal x compute without fault", "[unit][kernels][linear][quant]") {
   const int n_in = 256, n_out = 4;
   for (DType t : kBlockTypes) {
