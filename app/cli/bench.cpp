@@ -249,7 +249,10 @@ int cmd_bench(BenchOptions& o) {
   if (!o.out.empty()) {
     std::ofstream out(o.out);
     if (!out) throw std::runtime_error("cannot write the report to " + o.out);
-    out << json{{"prompts", prompts.size()}, {"n", c.n}, {"temperature", c.temp}, {"rows", rows}}.dump(1) << "\n";
+    out << json{{"prompts", prompts.size()}, {"n", c.n},         {"temperature", c.temp},
+                {"kv_type", c.kv_type},     {"activations", c.activations}, {"rows", rows}}
+               .dump(1)
+        << "\n";
   }
   return all_identical ? 0 : 1;
 }

@@ -117,7 +117,8 @@ int cmd_bench_concurrency(BenchOptions& o) {
   if (!o.out.empty()) {
     std::ofstream out(o.out);
     if (!out) throw std::runtime_error("cannot write the report to " + o.out);
-    out << json{{"prompts", prompts.size()}, {"n", c.n}, {"concurrency", n_conc}, {"temperature", c.temp}, {"rows", rows}}.dump(1)
+    out << json{{"prompts", prompts.size()}, {"n", c.n}, {"concurrency", n_conc}, {"temperature", c.temp},
+                {"kv_type", c.kv_type}, {"activations", c.activations}, {"rows", rows}}.dump(1)
         << "\n";
   }
   return all_identical ? 0 : 1;

@@ -32,7 +32,7 @@ void add_engine_options(CLI::App& cmd, CommonOptions& o) {
       ->check(CLI::IsMember({"f16", "f32"}));
   cmd.add_option("--activations", o.activations,
                  "quantized (Q8_0, Q4_K, ...) matrices on the CPU: q8 (default; activations rounded to 8 bits, integer "
-                 "dot products, llama.cpp's accuracy class) or f32 (unrounded, ~1e-3 from exact math, slower)")
+                 "dot products, llama.cpp's accuracy class) or f32 (unrounded: the strict 1e-3 tier, slower)")
       ->check(CLI::IsMember({"q8", "f32"}));
 }
 
