@@ -41,9 +41,10 @@ namespace {
 // exp(x) for the softmax's x = score − max ≤ 0, in single precision: Cody–Waite range reduction
 // x = n·ln 2 + r, a degree-6 polynomial for e^r (Cephes' expf coefficients, relative error
 // about 1e-7) and 2^n from the exponent bits; 0 below −87 (e^−87 ≈ 1.6e-38, and the V sums
-// skip zero weights). Every step is one IEEE operation or an explicit FMA, so the AVX2 kernel's
+// skip zero weights); NaN for NaN (a NaN score must reach the output, not vanish as a zero). Every step is one IEEE operation or an explicit FMA, so the AVX2 kernel's
 // 8-wide copy (exp_neg8) gives the same bits.
 inline float exp_neg(float x) {
+  if (x != x) return x;              // NaN stays NaN: a damaged model must not look healthy
   if (!(x >= -87.0f)) return 0.0f;  // also −inf (an invisible key)
   const float n = std::nearbyint(x * 1.44269504088896341f);
   float r = std::fma(n, -0.693359375f, x);
@@ -247,7 +248,9 @@ SPECCHAT_AVX2 inline __m256 exp_neg8(__m256 x) {
   const __m256 r2 = _mm256_mul_ps(r, r);
   const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(live, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+  // Dead lanes are 0, except NaN ones, which stay NaN (as exp_neg).
+  const __m256 nan = _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), x);
+  return _mm256_or_ps(_mm256_and_ps(live, _mm256_mul_ps(y, _mm256_castsi256_ps(e))), nan);
 }
 
 // In place: s[j] = exp_neg(s[j] − max); returns 1 / Σ s[j] (double lanes j mod 4, as the

@@ -69,6 +69,28 @@ TEST_CASE("walkthrough: a NaN weight in a Q8_0 model still gives the typed error
   fs::remove_all(dir);
 }
 
+TEST_CASE("walkthrough: a NaN in one attn_norm weight gives the typed error", "[model][cli]") {
+  // Regression: the attention softmax turned a NaN score into a zero weight, so a NaN in an
+  // attention norm produced finite output and fluent text (exit 0).
+  const fs::path dir = fs::temp_directory_path() / ("specchat-nana-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "nan-attn.gguf").string();
+  {
+    test::GgufBuilder b = test::GgufBuilder::from_file(GgufFile::open(test::target_model()));
+    auto& t = b.tensor("blk.3.attn_norm.weight");
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(t.data.data() + 4 * 11, &nan, 4);
+    b.write_file(path);
+  }
+  const auto r = test::run_cli({"generate", "--model", path, "--draft", "none", "--prompt", "Once upon a time", "-n",
+                                "4", "--json"});
+  INFO(r.describe());
+  CHECK(r.exit_code == 1);
+  REQUIRE(r.json_ok);
+  CHECK(r.json.at("error").at("kind") == "non_finite_logits");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("walkthrough: bench refuses node budgets outside 1..127", "[model][cli]") {
   const auto r = test::run_cli({"bench", "--max-prompts", "1", "-n", "2", "--budgets", "500"});
   INFO(r.describe());

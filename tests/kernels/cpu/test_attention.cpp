@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -166,4 +167,26 @@ TEST_CASE("attention over f16 K/V rows: the twins agree, and equal f32 rows hold
       CHECK(worst_diff(f32_out, pooled16) < 1e-6);
     }
   }
+}
+
+TEST_CASE("attention: a NaN query gives NaN output on both twins, not zeros", "[unit][kernels]") {
+  // Regression: exp of a NaN score returned 0 (the invisible-key branch), so the key was skipped
+  // and a NaN query (a damaged attn_norm weight) produced a finite zero output: the model then
+  // printed text instead of the engine's non_finite_logits error.
+  std::mt19937 g(9);
+  const Case c{4, 2, 40, 20, 3, false};
+  Inputs in = make_inputs(c, g);
+  in.q[5] = std::numeric_limits<float>::quiet_NaN();  // row 0, head 0
+  std::vector<float> ref, simd;
+  cpu::attention_ref(args_of(c, in, ref));
+  cpu::attention(args_of(c, in, simd));
+  for (int d = 0; d < c.head_dim; ++d) {
+    INFO("dim " << d);
+    CHECK(std::isnan(ref[static_cast<size_t>(d)]));
+    CHECK(std::isnan(simd[static_cast<size_t>(d)]));
+  }
+  // Other heads and rows stay finite.
+  const size_t other = static_cast<size_t>(c.n_head) * c.head_dim + 3;
+  CHECK(std::isfinite(ref[other]));
+  CHECK(std::isfinite(simd[other]));
 }
