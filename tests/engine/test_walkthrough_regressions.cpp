@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "cli_runner.h"
 #include "engine/gguf.h"
@@ -24,71 +26,67 @@ TEST_CASE("walkthrough: --temp nan and --top-p nan are refused as usage errors",
   }
 }
 
-TEST_CASE("walkthrough: a model whose logits are not finite gives a typed error", "[model][cli]") {
-  const fs::path dir = fs::temp_directory_path() / ("specchat-nan-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string path = (dir / "nan.gguf").string();
-  {
-    test::GgufBuilder b = test::GgufBuilder::from_file(GgufFile::open(test::target_model()));
-    auto& t = b.tensor("output_norm.weight");  // f32: NaN everywhere makes every logit NaN
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    for (size_t i = 0; i + 4 <= t.data.size(); i += 4) std::memcpy(t.data.data() + i, &nan, 4);
-    b.write_file(path);
+namespace {
+
+// Writes `src` to `dst` with NaN in f32 tensor `name`: at element `index`, or everywhere when -1.
+void write_with_nan(const std::string& src, const std::string& dst, const std::string& name, int index) {
+  test::GgufBuilder b = test::GgufBuilder::from_file(GgufFile::open(src));
+  auto& t = b.tensor(name);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 0; i + 4 <= t.data.size(); i += 4) {
+    if (index < 0 || i == 4 * static_cast<size_t>(index)) std::memcpy(t.data.data() + i, &nan, 4);
   }
-  const auto r = test::run_cli({"generate", "--model", path, "--draft", "none", "--prompt", "hi", "-n", "4", "--json"});
+  b.write_file(dst);
+}
+
+// `generate` on `path` must fail with the typed non-finite error (extra flags appended).
+void check_non_finite(const std::string& path, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"generate", "--model", path, "--draft", "none", "--prompt", "Once upon a time",
+                                   "-n", "4", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = test::run_cli(args);
   INFO(r.describe());
   CHECK(r.exit_code == 1);
   REQUIRE(r.json_ok);
   CHECK(r.json.at("error").at("kind") == "non_finite_logits");
-  fs::remove_all(dir);
+}
+
+struct TempDir {
+  fs::path p;
+  explicit TempDir(const std::string& tag) : p(fs::temp_directory_path() / (tag + std::to_string(::getpid()))) {
+    fs::create_directories(p);
+  }
+  ~TempDir() { fs::remove_all(p); }
+  std::string file(const std::string& name) const { return (p / name).string(); }
+};
+
+}  // namespace
+
+TEST_CASE("walkthrough: a model whose logits are not finite gives a typed error", "[model][cli]") {
+  const TempDir dir("specchat-nan-");
+  write_with_nan(test::target_model(), dir.file("nan.gguf"), "output_norm.weight", -1);  // every logit NaN
+  check_non_finite(dir.file("nan.gguf"));
 }
 
 TEST_CASE("walkthrough: a NaN weight in a Q8_0 model still gives the typed error with q8 activations", "[model][cli]") {
   // Regression: the integer path's activation rounding turned a NaN activation into -127 · d, so
   // a damaged quantized model (one NaN in an f32 norm) printed fluent text with exit 0, while
   // --activations f32 reported non_finite_logits. Both must report it.
-  const fs::path dir = fs::temp_directory_path() / ("specchat-nanq-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string q8 = (dir / "q8.gguf").string(), path = (dir / "nan-q8.gguf").string();
-  quantize_gguf(test::target_model(), q8, QuantPreset::q8_0);
-  {
-    test::GgufBuilder b = test::GgufBuilder::from_file(GgufFile::open(q8));
-    auto& t = b.tensor("blk.3.ffn_norm.weight");  // f32; one element
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::memcpy(t.data.data() + 4 * 7, &nan, 4);
-    b.write_file(path);
-  }
+  const TempDir dir("specchat-nanq-");
+  quantize_gguf(test::target_model(), dir.file("q8.gguf"), QuantPreset::q8_0);
+  write_with_nan(dir.file("q8.gguf"), dir.file("nan-q8.gguf"), "blk.3.ffn_norm.weight", 7);
   for (const char* act : {"q8", "f32"}) {
-    const auto r = test::run_cli({"generate", "--model", path, "--draft", "none", "--prompt", "Once upon a time", "-n",
-                                  "4", "--activations", act, "--json"});
-    INFO(act << ": " << r.describe());
-    CHECK(r.exit_code == 1);
-    REQUIRE(r.json_ok);
-    CHECK(r.json.at("error").at("kind") == "non_finite_logits");
+    INFO("--activations " << act);
+    check_non_finite(dir.file("nan-q8.gguf"), {"--activations", act});
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("walkthrough: a NaN in one attn_norm weight gives the typed error", "[model][cli]") {
   // Regression: the attention softmax turned a NaN score into a zero weight, so a NaN in an
   // attention norm produced finite output and fluent text (exit 0).
-  const fs::path dir = fs::temp_directory_path() / ("specchat-nana-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string path = (dir / "nan-attn.gguf").string();
-  {
-    test::GgufBuilder b = test::GgufBuilder::from_file(GgufFile::open(test::target_model()));
-    auto& t = b.tensor("blk.3.attn_norm.weight");
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::memcpy(t.data.data() + 4 * 11, &nan, 4);
-    b.write_file(path);
-  }
-  const auto r = test::run_cli({"generate", "--model", path, "--draft", "none", "--prompt", "Once upon a time", "-n",
-                                "4", "--json"});
-  INFO(r.describe());
-  CHECK(r.exit_code == 1);
-  REQUIRE(r.json_ok);
-  CHECK(r.json.at("error").at("kind") == "non_finite_logits");
-  fs::remove_all(dir);
+  const TempDir dir("specchat-nana-");
+  write_with_nan(test::target_model(), dir.file("nan-attn.gguf"), "blk.3.attn_norm.weight", 11);
+  check_non_finite(dir.file("nan-attn.gguf"));
 }
 
 TEST_CASE("walkthrough: bench refuses node budgets outside 1..127", "[model][cli]") {
