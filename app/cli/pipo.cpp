@@ -9,6 +9,7 @@
 #include "engine/chat_context.h"
 #include "engine/model_pair.h"
 #include "engine/pipo/pipo_history.h"
+#include "engine/pipo/pipo_text.h"
 #include "engine/tokenizer.h"
 
 namespace specchat::cli {
@@ -96,24 +97,13 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
   return r;
 }
 
-std::vector<int32_t> pair_aligned(std::vector<int32_t> ids) {
-  if (ids.size() % 2) ids.push_back(kPipoPad);
-  return ids;
-}
-
-// The reply's visible tokens: raw ids without a final end-of-turn token.
-std::vector<int32_t> visible(const std::vector<int32_t>& raw, const Vocab& v) {
-  std::vector<int32_t> out = raw;
-  while (!out.empty() && v.is_eog(out.back())) out.pop_back();
-  return out;
-}
-
-// Runs one reply from `pairs` on session `s`, streaming text to stdout when `stream`; stop
-// strings end it (text cut there).
+// Runs one reply from `pairs` on session `s`, streaming text to stdout when `stream`, through
+// the Emitter plain decoding uses (pipo_text.h): every token's own bytes (the first piece keeps
+// its leading space), stop strings cut text and tokens together. `text` gets the reply's text,
+// `tokens` (optional) its ids.
 PipoReply run_reply(PipoRun& r, PipoSession& s, std::span<const int32_t> pairs, const CommonOptions& o, bool stream,
-                    std::string* text) {
+                    std::string* text, std::vector<int32_t>* tokens = nullptr) {
   PipoGenerateOptions g;
-  g.max_tokens = o.n;
   g.sampling.temperature = o.temp;
   g.sampling.top_k = o.top_k;
   g.sampling.top_p = o.top_p;
@@ -123,38 +113,20 @@ PipoReply run_reply(PipoRun& r, PipoSession& s, std::span<const int32_t> pairs, 
   const Vocab& v = r.unit.backbone->vocab();
   g.stop_ids.push_back(v.eos_id);
   if (v.eot_id >= 0) g.stop_ids.push_back(v.eot_id);
-  std::vector<int32_t> so_far;
-  size_t printed = 0;
-  g.on_tokens = [&](std::span<const int32_t> ids) {
-    for (int32_t t : ids) {
-      if (!v.is_eog(t)) so_far.push_back(t);
-    }
-    std::string t = r.tok->decode(so_far);
-    bool stop = false;
-    for (const std::string& st : o.stop) {
-      const size_t at = st.empty() ? std::string::npos : t.find(st);
-      if (at != std::string::npos) {
-        t.resize(at);
-        stop = true;
-      }
-    }
-    // Hold back a trailing U+FFFD (a multi-byte character not yet complete).
-    size_t safe = t.size();
-    if (!stop && safe >= 3 && t.compare(safe - 3, 3, "\xEF\xBF\xBD") == 0) safe -= 3;
-    if (stream && safe > printed) {
-      std::fwrite(t.data() + printed, 1, safe - printed, stdout);
+  GenerateRequest req;
+  req.max_tokens = o.n;
+  req.stop_strings = o.stop;
+  GenerationResult res;
+  const TokenCallback on_event = [stream](const TokenEvent& e) {
+    if (stream && !e.text.empty()) {
+      std::fwrite(e.text.data(), 1, e.text.size(), stdout);
       std::fflush(stdout);
-      printed = safe;
     }
-    *text = t;
-    return !stop;
   };
-  PipoReply rep = pipo_generate(s, pairs, g);
-  if (rep.stop_reason == "cancelled") rep.stop_reason = "stop";  // a stop string
-  if (stream) {
-    if (text->size() > printed) std::fwrite(text->data() + printed, 1, text->size() - printed, stdout);
-    std::printf("\n");
-  }
+  PipoReply rep = pipo_generate_text(s, pairs, g, req, on_event, res);
+  if (stream) std::printf("\n");
+  *text = res.text;
+  if (tokens) *tokens = res.tokens;
   return rep;
 }
 
@@ -236,11 +208,12 @@ int cmd_generate_pipo(const CommonOptions& o) {
   PipoRun r = load_pipo(o, false);
   std::string text;
   PipoSession s(r.unit);
-  const PipoReply rep = run_reply(r, s, pair_aligned(r.prompt), o, !o.json, &text);
+  std::vector<int32_t> tokens;
+  const PipoReply rep = run_reply(r, s, pair_align_ids(r.prompt), o, !o.json, &text, &tokens);
   if (o.json) {
     json j;
     j["text"] = text;
-    j["tokens"] = visible(rep.raw, r.unit.backbone->vocab());
+    j["tokens"] = tokens;
     j["pairs"] = rep.new_pairs;
     j["prompt_tokens"] = r.prompt.size();
     j["pipo"] = pipo_json(r.unit, r.settings, rep, static_cast<int>(r.prompt.size()), &r.fidelity);
@@ -277,10 +250,10 @@ int cmd_compare_pipo(const CommonOptions& o) {
   const GenerationResult b = g.generate(req);
   std::string text;
   PipoSession s(r.unit);
-  (void)run_reply(r, s, pair_aligned(r.prompt), o, false, &text);  // warm-up: pages and pool, as the baseline's
+  (void)run_reply(r, s, pair_align_ids(r.prompt), o, false, &text);  // warm-up: pages and pool, as the baseline's
   PipoSession cold(r.unit);  // from an empty cache, like the baseline's run
-  const PipoReply p = run_reply(r, cold, pair_aligned(r.prompt), o, false, &text);
-  const std::vector<int32_t> pv = visible(p.raw, r.unit.backbone->vocab());
+  std::vector<int32_t> pv;
+  const PipoReply p = run_reply(r, cold, pair_align_ids(r.prompt), o, false, &text, &pv);
   size_t first_diff = 0;
   while (first_diff < pv.size() && first_diff < b.tokens.size() && pv[first_diff] == b.tokens[first_diff]) ++first_diff;
   const bool identical = first_diff == pv.size() && first_diff == b.tokens.size();
@@ -347,9 +320,10 @@ int cmd_chat_pipo(const CommonOptions& o) {
         plan_pipo_turn(latents.empty() ? nullptr : &latents, r.unit.info.release, false, r.unit.info.release, cc.prompt);
     if (!plan.note.empty()) std::fprintf(stderr, "(%s)\n", plan.note.c_str());
     std::string text;
+    std::vector<int32_t> tokens;
     PipoReply rep;
     try {
-      rep = run_reply(r, s, plan.pairs, o, true, &text);
+      rep = run_reply(r, s, plan.pairs, o, true, &text, &tokens);
     } catch (const std::length_error& e) {
       std::fprintf(stderr, "error: %s (/reset to start over)\n", e.what());
       history.pop_back();
@@ -359,7 +333,7 @@ int cmd_chat_pipo(const CommonOptions& o) {
                  rep.reused_pairs, rep.prompt_pairs);
     latents = plan.pairs;
     latents.insert(latents.end(), rep.new_pairs.begin(), rep.new_pairs.end());
-    history.push_back({{"assistant", text}, visible(rep.raw, v), v.hash(), r.template_name});
+    history.push_back({{"assistant", text}, tokens, v.hash(), r.template_name});
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -81,7 +82,7 @@ void ServeMetrics::set_device_memory(uint64_t bytes) {
 
 void ServeMetrics::on_pipo(const PipoTotals& t) {
   std::lock_guard<std::mutex> l(m_);
-  ++pipo_requests_;
+  if (t.completed) ++pipo_requests_;
   pipo_.steps += t.steps;
   pipo_.head_runs += t.head_runs;
   pipo_.token2_accepted += t.token2_accepted;
@@ -110,9 +111,14 @@ uint64_t resident_memory_bytes() {
 
 namespace {
 
-// The shortest decimal that reads back as `v` (bucket bounds print as 0.025, not 0.025000000000000001).
+// The shortest decimal that reads back as `v` (bucket bounds print as 0.025, not
+// 0.025000000000000001); whole numbers below 2^53 print as integers (10, not 1e+01).
 std::string num(double v) {
   char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
   for (int prec = 1; prec <= 17; ++prec) {
     std::snprintf(buf, sizeof buf, "%.*g", prec, v);
     if (std::strtod(buf, nullptr) == v) break;
@@ -187,7 +193,9 @@ std::string ServeMetrics::render() const {
   histogram(o, "e2e_request_latency_seconds", "Time from a request's arrival to its last byte.", e2e_);
   histogram(o, "accepted_length_per_step", "Draft tokens accepted per verification step.", accepted_len_);
   // PIPO (approximate: nothing here was verified by the target).
-  scalar(o, "pipo_requests_total", "counter", "PIPO (approximate) replies generated.", static_cast<double>(pipo_requests_));
+  scalar(o, "pipo_requests_total", "counter",
+         "PIPO (approximate) replies completed (timed-out and cancelled ones are in requests_total).",
+         static_cast<double>(pipo_requests_));
   scalar(o, "pipo_steps_total", "counter", "PIPO decode steps (pairs appended by decoding).",
          static_cast<double>(pipo_.steps));
   scalar(o, "pipo_head_runs_total", "counter", "PIPO steps that ran the MTP and confidence heads.",

@@ -46,6 +46,9 @@ struct PipoTotals {
   long raw_tokens = 0;    // tokens emitted by decoding (PADs not counted)
   long latent_pairs = 0;  // pairs the sequence held at the end (prompt + reply)
   long raw_length = 0;    // raw tokens those pairs stand for (prompt + reply)
+  // false: the reply was cut off by a timeout or a cancel (its work is summed, but it is not
+  // counted in pipo_requests_total; requests_total{outcome} has it).
+  bool completed = true;
 };
 
 class ServeMetrics {

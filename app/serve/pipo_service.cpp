@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "engine/pipo/pipo_history.h"
-#include "engine/runtime/emitter.h"
+#include "engine/pipo/pipo_text.h"
 
 namespace specchat::serve {
 
@@ -17,31 +17,6 @@ using nlohmann::json;
 namespace {
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-// The Engine's finish reason for a PIPO stop reason, when the Emitter did not end the reply itself.
-FinishReason finish_of(const std::string& stop_reason) {
-  if (stop_reason == "stop") return FinishReason::eos;
-  if (stop_reason == "context") return FinishReason::context_full;
-  if (stop_reason == "cancelled") return FinishReason::cancelled;
-  return FinishReason::length;
-}
-
-// The report's stop_reason for how the reply really ended (the Emitter ends a reply at max_tokens
-// or a stop string by refusing more tokens, which pipo_generate records as "cancelled").
-const char* stop_reason_of(FinishReason f) {
-  switch (f) {
-    case FinishReason::eos:
-    case FinishReason::stop:
-      return "stop";
-    case FinishReason::length:
-      return "length";
-    case FinishReason::context_full:
-      return "context";
-    case FinishReason::cancelled:
-      return "cancelled";
-  }
-  return "length";
-}
 
 // A threshold as the client gave it (0.3, not the float's 0.30000001192092896).
 double shown(float threshold) { return std::round(static_cast<double>(threshold) * 1e6) / 1e6; }
@@ -233,22 +208,18 @@ void PipoService::run(Job& job) {
     if (ttft >= 0) metrics->observe_ttft_ms(ttft);
     jp->cv.notify_all();
   };
-  // The Engine's emitter applies max_tokens, end of turn and stop strings and releases only
-  // complete UTF-8 that cannot start a stop string; token 2 of a step counts as "drafted".
-  Emitter em(v, job.req, on_event, res);
+  // pipo_generate_text runs the reply through the Engine's Emitter: max_tokens, end of turn and
+  // stop strings as plain decoding, only complete UTF-8 that cannot start a stop string
+  // released; token 2 of a step counts as "drafted".
   PipoGenerateOptions g;
-  g.max_tokens = job.req.max_tokens;
   g.sampling = job.req.sampling;
   g.settings = settings(job.pipo_threshold);
   g.stop_ids.push_back(v.eos_id);
   if (v.eot_id >= 0) g.stop_ids.push_back(v.eot_id);
-  bool ended = false, timed_out = false;
-  int step = 0;
-  g.on_tokens = [&](std::span<const int32_t> ids) {
-    for (size_t i = 0; i < ids.size() && !ended; ++i) ended = !em.push(ids[i], i == 1, step);
-    ++step;
+  bool timed_out = false;
+  const auto keep_going = [&] {
     if (Clock::now() > job.deadline) timed_out = true;
-    return !ended && !timed_out && !job.cancel.load() && !abort_.load();
+    return !timed_out && !job.cancel.load() && !abort_.load();
   };
   {
     std::lock_guard<std::mutex> l(job.m);
@@ -265,7 +236,7 @@ void PipoService::run(Job& job) {
       }
     }
     if (!from_latents) pairs = pair_align_ids(job.req.prompt);
-    rep = pipo_generate(*session_, pairs, g);
+    rep = pipo_generate_text(*session_, pairs, g, job.req, on_event, res, keep_going);
   } catch (const std::length_error& e) {
     session_ = std::make_unique<PipoSession>(unit_);
     idle();
@@ -286,8 +257,6 @@ void PipoService::run(Job& job) {
     idle();
     return finish_error(job, ApiError{503, "the server is shutting down", "server_error", "", "shutting_down"});
   }
-  em.finish();
-  if (!ended) res.finish = finish_of(timed_out || job.cancel.load() ? "cancelled" : rep.stop_reason);
   GenerationStats& st = res.stats;
   st.n_prompt = static_cast<int>(job.req.prompt.size());
   st.n_generated = static_cast<int>(res.tokens.size());
@@ -298,7 +267,6 @@ void PipoService::run(Job& job) {
   st.decode_ms = 1000.0 * std::max(0.0, rep.total_s - rep.ttft_s);
   const PipoSettings used = settings(job.pipo_threshold);
   json report = pipo_report_json(unit_.info, used, rep, st.n_prompt, unit_.backbone->n_ctx(), from_latents);
-  report["stop_reason"] = stop_reason_of(res.finish);
   PipoTotals t;
   t.steps = rep.counters.steps;
   t.head_runs = rep.counters.head_runs;
@@ -306,6 +274,7 @@ void PipoService::run(Job& job) {
   t.raw_tokens = rep.counters.raw_tokens;
   t.latent_pairs = report["latent_length"].get<long>();
   t.raw_length = report["raw_length"].get<long>();
+  t.completed = !timed_out && !job.cancel.load();
   metrics_.on_generation(st);
   metrics_.on_pipo(t);
   // The gauges show the unit idle before the client hears back (a /metrics read right after a

@@ -108,6 +108,7 @@ class PipoSession {
   // Logits [n_vocab] of the last fed pair (what the next t1 is sampled from).
   std::span<const float> last_logits() const { return logits_; }
   int seq() const { return seq_; }
+  const PipoUnit& unit() const { return u_; }
   // The backbone's KV cache length in pairs.
   int n_ctx() const { return u_.backbone->n_ctx(); }
 

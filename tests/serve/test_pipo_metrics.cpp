@@ -94,6 +94,43 @@ TEST_CASE("pipo metrics: counters are the sums of the replies, with HELP and TYP
   }
 }
 
+TEST_CASE("pipo metrics: a reply cut off by a timeout or a cancel is not counted as a reply", "[unit][pipo]") {
+  // Regression: pipo_requests_total counted timed-out requests (the client got a 504) as replies.
+  ServeMetrics m;
+  PipoTotals done;
+  done.steps = 3;
+  done.raw_tokens = 5;
+  PipoTotals cut;
+  cut.steps = 2;
+  cut.raw_tokens = 3;
+  cut.completed = false;
+  m.on_pipo(done);
+  m.on_pipo(cut);
+  const std::string t = m.render();
+  CHECK(sample(t, "specchat:pipo_requests_total") == 1);
+  // The work a cut-off request did is still counted.
+  CHECK(sample(t, "specchat:pipo_steps_total") == 5);
+  CHECK(sample(t, "specchat:pipo_raw_tokens_total") == 8);
+}
+
+TEST_CASE("metrics: whole numbers print as integers and never in exponent form", "[unit][pipo]") {
+  // Regression: the shortest %g form printed a counter of 10 as 1e+01.
+  ServeMetrics m;
+  PipoTotals a;
+  a.steps = 10;
+  a.raw_tokens = 100;
+  a.raw_length = 123456789;
+  for (int i = 0; i < 10; ++i) m.on_pipo(a);
+  const std::string t = m.render();
+  CHECK(has_line(t, "specchat:pipo_requests_total 10"));
+  CHECK(has_line(t, "specchat:pipo_steps_total 100"));
+  CHECK(has_line(t, "specchat:pipo_raw_tokens_total 1000"));
+  CHECK(has_line(t, "specchat:pipo_raw_length_tokens_total 1234567890"));
+  CHECK(t.find("e+") == std::string::npos);
+  // Fractions keep their shortest form (bucket bounds).
+  CHECK(t.find("le=\"0.025\"") != std::string::npos);
+}
+
 TEST_CASE("pipo metrics: the release label is escaped", "[unit][pipo]") {
   ServeMetrics m;
   m.set_pipo_release("a\"b\\c\nd");

@@ -5,6 +5,8 @@
 #include "app/cli/bench/machine_info.h"
 #include "engine/drafters/install.h"
 #include "engine/model.h"
+#include "engine/pipo/pipo_history.h"
+#include "engine/pipo/pipo_text.h"
 
 namespace specchat::bench {
 
@@ -56,31 +58,19 @@ int64_t EngineBackend::submit_config(const BenchConfig& c, const BenchPrompt& p,
   if (!pipo_) throw std::runtime_error("configuration " + c.name + ": no PIPO release loaded (bench --pipo DIR)");
   PipoSession s(*pipo_);  // a fresh session: a cold start, as clear_cache gives the engine
   PipoGenerateOptions o;
-  o.max_tokens = req.max_tokens;
   o.sampling = req.sampling;
   o.settings.acceptance_threshold = c.pipo_threshold;
   o.settings.raw_context = pipo_->backbone->n_ctx();
   const Vocab& v = pipo_->backbone->vocab();
   o.stop_ids.push_back(v.eos_id);
   if (v.eot_id >= 0) o.stop_ids.push_back(v.eot_id);
+  // Through the Emitter, as the baseline's tokens: max_tokens, end of turn and stop strings
+  // alike; token 2 of a step is the head's (the step's "draft").
   GenerationResult res;
-  o.on_tokens = [&](std::span<const int32_t> ids) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (v.is_eog(ids[i])) continue;
-      res.tokens.push_back(ids[i]);
-      res.drafted.push_back(i == 1 ? 1 : 0);  // token 2 is the head's (the "draft" of the step)
-      TokenEvent e;
-      e.id = ids[i];
-      e.drafted = i == 1;
-      if (on_token) on_token(e);
-    }
-    return true;
+  const TokenCallback forward = [&on_token](const TokenEvent& e) {
+    if (on_token) on_token(e);
   };
-  std::vector<int32_t> pairs = req.prompt;
-  if (pairs.size() % 2) pairs.push_back(kPipoPad);
-  const PipoReply r = pipo_generate(s, pairs, o);
-  res.finish = r.stop_reason == "stop" ? FinishReason::eos : r.stop_reason == "context" ? FinishReason::context_full
-                                                                                     : FinishReason::length;
+  const PipoReply r = pipo_generate_text(s, pair_align_ids(req.prompt), o, req, forward, res);
   GenerationStats& st = res.stats;
   st.n_prompt = static_cast<int>(req.prompt.size());
   st.n_generated = static_cast<int>(res.tokens.size());

@@ -182,6 +182,7 @@ def main():
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("--pairs", type=int, default=0)
     ap.add_argument("--name", default="", help="checkpoint/log name (default pipo1 / pipo2)")
+    ap.add_argument("--seed", type=int, default=0, help="data-order seed (default 101 / 202; give a continuation its own)")
     ap.add_argument("--init", default="pipo1", help="stage2: the stage-1 checkpoint it starts from (work/NAME.pt)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -192,7 +193,7 @@ def main():
     for k in ("steps", "batch", "pairs"):
         if getattr(a, k):
             plan[k] = getattr(a, k)
-    gen = torch.Generator().manual_seed(101 if a.stage == "stage1" else 202)
+    gen = torch.Generator().manual_seed(a.seed or (101 if a.stage == "stage1" else 202))
     step, base_steps, ck = 0, 0, None
     if os.path.exists(ck_path):
         ck = torch.load(ck_path)

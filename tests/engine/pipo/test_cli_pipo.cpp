@@ -10,6 +10,9 @@
 #include "engine/cli_runner.h"
 #include "engine/drafters/sha256.h"
 #include "engine/pipo/pipo_fixture.h"
+#include "engine/gguf.h"
+#include "engine/utf8.h"
+#include "engine/vocab.h"
 
 using namespace specchat;
 using namespace specchat::test;
@@ -191,4 +194,49 @@ TEST_CASE("cli: PIPO flags without --pipo, a NaN threshold and --pipo with --end
   CHECK(run_cli({"generate", "--pipo-fidelity", "4", "--prompt", "Hi", "-n", "2"}).exit_code == 2);
   CHECK(run_cli({"generate", "--pipo", u.dir(), "--pipo-threshold", "nan", "--prompt", "Hi", "-n", "2"}).exit_code == 2);
   CHECK(run_cli({"generate", "--pipo", u.dir(), "--endpoint", "http://127.0.0.1:9", "--prompt", "Hi", "-n", "2"}).exit_code == 2);
+}
+
+TEST_CASE("cli: generate --pipo text keeps the reply's leading space and ends at a stop string as plain decoding does",
+          "[model][pipo]") {
+  // Regression: the CLI decoded the reply's ids as a whole text, which drops the first piece's
+  // leading space (" there" became "there"), while the server and plain decoding keep every
+  // token's bytes; a stop string also left the tokens that reached into it in "tokens".
+  BoundUnit u;
+  const Vocab v = Vocab::from_gguf(GgufFile::open(target_model()));
+  int leading_space = 0;
+  for (const char* seed : {"1", "2", "3", "4", "5", "6"}) {
+    const CliResult r = run_cli({"generate", "--pipo", u.dir(), "--pipo-threshold", "0.3", "--prompt", "Once upon a time",
+                                 "-n", "8", "--temp", "1", "--seed", seed, "--json"});
+    INFO(r.describe());
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(r.json_ok);
+    std::string bytes;
+    for (const auto& id : r.json["tokens"]) bytes += v.token_bytes(id.get<int32_t>());
+    CHECK(r.json["text"].get<std::string>() == utf8_sanitize(bytes));  // an incomplete last character shows as U+FFFD
+    if (!bytes.empty() && bytes[0] == ' ') ++leading_space;
+  }
+  // The case the bug hid: at least one reply starts with a space.
+  REQUIRE(leading_space > 0);
+  // A stop string cuts the text and the tokens together.
+  const CliResult full = run_cli({"generate", "--pipo", u.dir(), "--pipo-threshold", "0.3", "--prompt", "Once upon a time",
+                                  "-n", "8", "--temp", "1", "--seed", "1", "--json"});
+  REQUIRE(full.json_ok);
+  const std::string text = full.json["text"];
+  REQUIRE(full.json["tokens"].size() >= 4);
+  const std::string third = v.token_bytes(full.json["tokens"][2].get<int32_t>());
+  REQUIRE(!third.empty());
+  const size_t cut = text.find(third);
+  const CliResult stopped = run_cli({"generate", "--pipo", u.dir(), "--pipo-threshold", "0.3", "--prompt",
+                                     "Once upon a time", "-n", "8", "--temp", "1", "--seed", "1", "--stop", third, "--json"});
+  INFO(stopped.describe());
+  REQUIRE(stopped.json_ok);
+  // The text ends at the last whole token before the stop string (the Emitter's rule).
+  const std::string stext = stopped.json["text"];
+  CHECK(stext.size() <= cut);
+  CHECK(text.compare(0, stext.size(), stext) == 0);
+  CHECK(stext.find(third) == std::string::npos);
+  std::string kept;
+  for (const auto& id : stopped.json["tokens"]) kept += v.token_bytes(id.get<int32_t>());
+  CHECK(utf8_sanitize(kept) == stext);
+  CHECK(stopped.json["pipo"]["stop_reason"] == "stop");
 }
