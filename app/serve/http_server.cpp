@@ -129,8 +129,23 @@ void ApiServer::install_routes() {
   httplib::Server& s = *svr_;
   // After the headers, before the body is read: ACK at once so a client holding its body back
   // for that ACK (Nagle) sends it now (quick_ack; ~40 ms per request on keep-alive connections).
+  //
+  // Every body is read as JSON whatever its Content-Type (`curl -d` says
+  // application/x-www-form-urlencoded). cpp-httplib parses a form-typed body into fields, and
+  // refuses one over 8 KiB with 413 (a limit compiled into Debian's library), though the server
+  // takes bodies up to max_body_bytes: the form type is dropped here, before the body is read,
+  // so the JSON reader sees the body as sent (the Request is cpp-httplib's own non-const
+  // object, passed to this hook as const).
   s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
-    if (req.method == "POST") quick_ack(find_client_socket(req.remote_addr, req.remote_port));
+    if (req.method == "POST") {
+      quick_ack(find_client_socket(req.remote_addr, req.remote_port));
+      auto& headers = const_cast<httplib::Request&>(req).headers;  // names compare case-insensitively
+      auto [it, end] = headers.equal_range("Content-Type");
+      while (it != end) {
+        const bool form = it->second.find("application/x-www-form-urlencoded") != std::string::npos;
+        it = form ? headers.erase(it) : std::next(it);
+      }
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
