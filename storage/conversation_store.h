@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -277,6 +278,9 @@ class ConversationStore {
   // nullopt when the message has none (a lossless reply, or stored before schema 7). Throws
   // StorageError "corrupt" when the stored blob breaks the invariants above.
   std::optional<MessageLatents> message_latents(int64_t message_id) const;
+  // Every message of conversation `conversation_id` that has latents, by message id (empty for
+  // an unknown conversation). Throws StorageError "corrupt" as message_latents.
+  std::map<int64_t, MessageLatents> conversation_latents(int64_t conversation_id) const;
   // Every saved benchmark run, newest first, without report_json (read it with bench_run).
   std::vector<BenchRunRecord> bench_runs() const;
   std::optional<BenchRunRecord> bench_run(int64_t id) const;  // nullopt when unknown
@@ -286,9 +290,13 @@ class ConversationStore {
   // created/updated times (0 = now), and per message: text, role, token ids, drafted, tokenizer
   // hash, template name, stats, parent, active flag, created time. Message ids and parent ids
   // name messages within `all_messages` (they get new ids here; conversation ids are ignored);
-  // the order of `all_messages` is kept. Returns the new conversation's id. Throws StorageError
-  // "invalid" (as add_message, or branches::validate_tree) and stores nothing then.
-  int64_t import_conversation(const Conversation& c, const std::vector<Message>& all_messages);
+  // the order of `all_messages` is kept. `latents` (PIPO replies' pair sequences) are keyed by
+  // those ids too (index + 1 for a list without ids) and stored in the same transaction.
+  // Returns the new conversation's id. Throws StorageError "invalid" (as add_message,
+  // branches::validate_tree or set_message_latents, or latents for an id not in the list) and
+  // stores nothing then.
+  int64_t import_conversation(const Conversation& c, const std::vector<Message>& all_messages,
+                              const std::map<int64_t, MessageLatents>& latents = {});
 
  private:
   sqlite3* db_ = nullptr;

@@ -19,7 +19,10 @@
 //                     "active": bool       (chosen among the messages sharing its parent:
 //                                           storage/branches.h; at most one per parent),
 //                     "finish": ""|"length"|"eos"|"stop"|"cancelled"|"context_full",
-//                     "created_ms" }, ... ] }
+//                     "created_ms",
+//                     "latents": { "release", "pairs": [int, ...] }  (optional: a PIPO reply's
+//                                  latent-format history, docs/design/pipo.md; pairs of ids,
+//                                  -1 = PAD in second slots only) }, ... ] }
 // Times are Unix epoch milliseconds. Messages are in insertion order. Version 1 files (no
 // "parent"; "active" meant "on the active path") are still read: their branches are rebuilt as
 // the schema-5 migration does (branches::infer_legacy_parents).
@@ -28,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,7 +52,10 @@ std::string export_html(const Conversation& c, const std::vector<Message>& messa
 
 // The JSON format above, pretty-printed (2-space indent, UTF-8 unescaped). Bytes that are not
 // valid UTF-8 in a text are replaced by U+FFFD.
-std::string export_json(const Conversation& c, const std::vector<Message>& messages);
+// `latents` (ConversationStore::conversation_latents): by message id; a message with an entry
+// carries it as "latents" (an import continues its PIPO history without re-prefilling).
+std::string export_json(const Conversation& c, const std::vector<Message>& messages,
+                        const std::map<int64_t, MessageLatents>& latents = {});
 
 struct ImportedConversation {
   Conversation conversation;  // id 0
@@ -56,6 +63,7 @@ struct ImportedConversation {
   // + 1 (0 for none), as ConversationStore::import_conversation takes them; version 1: ids and
   // parents 0 (a flat list, given parents on import).
   std::vector<Message> messages;
+  std::map<int64_t, MessageLatents> latents;  // by id in `messages` (index + 1)
 };
 
 // Parses and checks a "specchat-conversation" version 1 or 2 document. Throws
@@ -63,7 +71,7 @@ struct ImportedConversation {
 // "$.messages[2].token_ids[5]: -3 is not a token id (0..2147483647)", on malformed JSON, another
 // format or version, a wrong type, a negative token id, a drafted list whose length is neither 0
 // nor the token count, an unknown role, a parent that is not an earlier message, two active
-// messages sharing a parent.
+// messages sharing a parent, latents that are not a valid pair sequence or have an empty release.
 ImportedConversation parse_conversation_json(const std::string& json);
 
 // parse_conversation_json + ConversationStore::import_conversation (one transaction). Returns

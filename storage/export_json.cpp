@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
@@ -204,12 +205,36 @@ Message parse_message(const Json& j, const std::string& path) {
   return m;
 }
 
+// A message's optional "latents" (a PIPO reply's pair sequence); nullopt when absent.
+std::optional<MessageLatents> parse_latents(const Json& msg, const std::string& parent) {
+  const Json* v = member(msg, parent, "latents", false);
+  if (!v) return std::nullopt;
+  const std::string path = member_path(parent, "latents");
+  if (!v->is_object()) invalid(path, std::string("expected an object, found ") + type_name(*v));
+  MessageLatents l;
+  l.release = get_string(*v, path, "release", true);
+  if (l.release.empty()) invalid(member_path(path, "release"), "is empty (the PIPO release that made the pairs)");
+  const std::string pairs_path = member_path(path, "pairs");
+  const Json& pairs = get_array(*v, path, "pairs", true);
+  l.pairs.reserve(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const Json& t = pairs[i];
+    const bool ok = t.is_number_integer() && (t.is_number_unsigned() ? t.get<uint64_t>() <= INT32_MAX
+                                                                     : t.get<int64_t>() >= -1 && t.get<int64_t>() <= INT32_MAX);
+    if (!ok) invalid(index_path(pairs_path, i), brief(t) + " is not a token id (0..2147483647) or the PAD (-1)");
+    l.pairs.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  if (const std::string bad = rows::latent_pairs_problem(l.pairs); !bad.empty()) invalid(pairs_path, bad);
+  return l;
+}
+
 // The checked document (after parsing): parse_conversation_json's second half.
 ImportedConversation parse_document(const Json& doc);
 
 }  // namespace
 
-std::string export_json(const Conversation& c, const std::vector<Message>& messages) {
+std::string export_json(const Conversation& c, const std::vector<Message>& messages,
+                        const std::map<int64_t, MessageLatents>& latents) {
   OrderedJson doc;
   doc["format"] = kFormat;
   doc["version"] = kVersion;
@@ -222,7 +247,11 @@ std::string export_json(const Conversation& c, const std::vector<Message>& messa
   for (size_t i = 0; i < messages.size(); ++i) index_of.emplace(messages[i].id, i);
   for (const Message& m : messages) {
     const auto p = m.parent_id != 0 ? index_of.find(m.parent_id) : index_of.end();
-    ms.push_back(message_to_json(m, p != index_of.end() ? OrderedJson(p->second) : OrderedJson(nullptr)));
+    OrderedJson j = message_to_json(m, p != index_of.end() ? OrderedJson(p->second) : OrderedJson(nullptr));
+    if (const auto l = latents.find(m.id); l != latents.end()) {
+      j["latents"] = {{"release", l->second.release}, {"pairs", l->second.pairs}};
+    }
+    ms.push_back(std::move(j));
   }
   doc["messages"] = std::move(ms);
   return doc.dump(2, ' ', /*ensure_ascii=*/false, OrderedJson::error_handler_t::replace) + "\n";
@@ -290,6 +319,7 @@ ImportedConversation parse_document(const Json& doc) {
       if (m.active && !chosen_under.insert(m.parent_id).second)
         invalid(member_path(path, "active"), "a second active message after the same parent (one per place)");
     }
+    if (auto l = parse_latents(messages[i], path)) out.latents.emplace(static_cast<int64_t>(i) + 1, std::move(*l));
     out.messages.push_back(std::move(m));
   }
   return out;
@@ -299,7 +329,9 @@ ImportedConversation parse_document(const Json& doc) {
 
 int64_t import_json(ConversationStore& store, const std::string& json) {
   const ImportedConversation imported = parse_conversation_json(json);
-  return store.import_conversation(imported.conversation, imported.messages);
+  // Latents are keyed by index + 1: the ids a version-2 list carries and a flat (version-1)
+  // list is given by import_conversation.
+  return store.import_conversation(imported.conversation, imported.messages, imported.latents);
 }
 
 }  // namespace specchat

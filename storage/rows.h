@@ -43,4 +43,12 @@ int64_t insert_message(sqlite3* db, const Message& m);
 // Throws StorageError "corrupt" for a token blob that breaks its invariants.
 std::vector<Message> select_messages(sqlite3* db, int64_t conversation_id, bool active_only);
 
+// Empty when `pairs` is a valid PIPO pair sequence (non-empty, even, ids >= 0 except PAD
+// kPairPad in second slots), else what is wrong.
+std::string latent_pairs_problem(const std::vector<int32_t>& pairs);
+
+// Stores (or replaces) message `message_id`'s latents. Throws StorageError "invalid" (empty
+// release, bad pairs) or "not_found" (no such message).
+void upsert_latents(sqlite3* db, int64_t message_id, const MessageLatents& l);
+
 }  // namespace specchat::rows

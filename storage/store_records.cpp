@@ -280,8 +280,8 @@ std::vector<CompareRecord> ConversationStore::compare_runs(std::optional<int64_t
   return out;
 }
 
-int64_t ConversationStore::import_conversation(const Conversation& c,
-                                               const std::vector<Message>& all_messages) {
+int64_t ConversationStore::import_conversation(const Conversation& c, const std::vector<Message>& all_messages,
+                                               const std::map<int64_t, MessageLatents>& latents) {
   // Before taking the lock: each message, then the tree. A list without ids (every id and
   // parent 0) is a flat list as stored before schema 5, given its parents the same way.
   for (const Message& m : all_messages) rows::validate_message(m);
@@ -300,6 +300,11 @@ int64_t ConversationStore::import_conversation(const Conversation& c,
     copy.conversation_id = id;
     copy.parent_id = m.parent_id == 0 ? 0 : new_id.at(m.parent_id);  // validate_tree: an earlier one
     new_id[m.id] = rows::insert_message(db_, copy);
+  }
+  for (const auto& [mid, l] : latents) {
+    const auto it = new_id.find(mid);
+    if (it == new_id.end()) throw StorageError("invalid", "latents for message " + std::to_string(mid) + ", not in the list");
+    rows::upsert_latents(db_, it->second, l);
   }
   tx.commit();
   return id;

@@ -218,7 +218,7 @@ void StorageWorker::exportConversation(qint64 id, ExportFormat format, const QSt
     switch (format) {
       case ExportFormat::markdown: text = export_markdown(*c, all); break;
       case ExportFormat::html: text = export_html(*c, all); break;
-      case ExportFormat::json: text = export_json(*c, all); break;
+      case ExportFormat::json: text = export_json(*c, all, store_->conversation_latents(c->id)); break;
     }
     // QSaveFile: the target appears complete or not at all (an old file is never half-written).
     QSaveFile f(path);

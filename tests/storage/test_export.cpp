@@ -336,3 +336,65 @@ TEST_CASE("json import: hostile documents (deep nesting, huge numbers, a NUL byt
   CHECK(store.list_conversations().empty());
   CHECK_NOTHROW(import_json(store, head + "0}]}"));  // the same document, well-formed
 }
+
+TEST_CASE("json round trip: a PIPO reply's latents travel with it", "[unit][pipo]") {
+  // Regression: export left message_latents behind, so an imported PIPO conversation could not
+  // continue its latent-format history (it re-prefilled).
+  ConversationStore src(":memory:");
+  const int64_t c = make_rich_conversation(src);
+  const auto all = src.all_messages(c);
+  const MessageLatents lat{"rel-7", {1, 450, 29871, kPairPad, 29946, 2, 17, 2147483647}};
+  src.set_message_latents(all[3].id, lat);
+  const std::string first = export_json(*src.conversation(c), all, src.conversation_latents(c));
+  const auto doc = nlohmann::json::parse(first);
+  CHECK(doc["messages"][3]["latents"]["release"] == "rel-7");
+  CHECK(doc["messages"][3]["latents"]["pairs"] == nlohmann::json(lat.pairs));
+  CHECK_FALSE(doc["messages"][2].contains("latents"));
+  // Without latents the document is what it was.
+  CHECK(export_json(*src.conversation(c), all) == export_json(*src.conversation(c), all, {}));
+  CHECK_FALSE(nlohmann::json::parse(export_json(*src.conversation(c), all))["messages"][3].contains("latents"));
+
+  ConversationStore dst(":memory:");
+  dst.create_conversation("already here");
+  const int64_t id = import_json(dst, first);
+  const auto all2 = dst.all_messages(id);
+  REQUIRE(all2.size() == all.size());
+  const auto got = dst.message_latents(all2[3].id);
+  REQUIRE(got);
+  CHECK(got->release == "rel-7");
+  CHECK(got->pairs == lat.pairs);
+  CHECK_FALSE(dst.message_latents(all2[1].id));
+  CHECK(dst.conversation_latents(id).size() == 1);
+  CHECK(export_json(*dst.conversation(id), all2, dst.conversation_latents(id)) == first);
+
+  // Bad latents are refused with their path, and nothing is stored.
+  struct Case {
+    const char* name;
+    std::function<void(nlohmann::json&)> edit;
+    const char* path;
+  };
+  const std::vector<Case> cases = {
+      {"latents not an object", [](auto& d) { d["messages"][3]["latents"] = 5; }, "$.messages[3].latents"},
+      {"empty release", [](auto& d) { d["messages"][3]["latents"]["release"] = ""; }, "$.messages[3].latents.release"},
+      {"release missing", [](auto& d) { d["messages"][3]["latents"].erase("release"); }, "$.messages[3].latents.release"},
+      {"odd pairs", [](auto& d) { d["messages"][3]["latents"]["pairs"].erase(0); }, "$.messages[3].latents.pairs"},
+      {"empty pairs", [](auto& d) { d["messages"][3]["latents"]["pairs"] = nlohmann::json::array(); },
+       "$.messages[3].latents.pairs"},
+      {"PAD in a first slot", [](auto& d) { d["messages"][3]["latents"]["pairs"][2] = -1; },
+       "$.messages[3].latents.pairs"},
+      {"negative id", [](auto& d) { d["messages"][3]["latents"]["pairs"][1] = -5; }, "$.messages[3].latents.pairs[1]"},
+      {"id not an integer", [](auto& d) { d["messages"][3]["latents"]["pairs"][1] = "x"; },
+       "$.messages[3].latents.pairs[1]"},
+  };
+  ConversationStore bad(":memory:");
+  for (const Case& k : cases) {
+    INFO(k.name);
+    nlohmann::json d = doc;
+    k.edit(d);
+    std::string msg;
+    CHECK(storage_error_kind([&] { import_json(bad, d.dump()); }, &msg) == "invalid");
+    INFO(msg);
+    CHECK(contains(msg, k.path));
+  }
+  CHECK(bad.list_conversations().empty());
+}
