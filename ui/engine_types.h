@@ -115,6 +115,10 @@ struct ServerState {
   QString url;    // http://host:port/v1 while running
   QString error;  // why an enabled server is not running ("" when running or disabled)
   int parallel = 0;
+  // Settings › PIPO on: the release the server answers "decode_mode": "pipo" with, or why it
+  // cannot (both "" when PIPO is off).
+  QString pipo_release;
+  QString pipo_error;
 };
 
 // One reply to generate. `messages` is the whole conversation so far (system prompt first when

@@ -162,7 +162,13 @@ PipoRun run_pipo(PipoSession& s, const PipoUnit& u, const std::vector<int32_t>& 
 
 void EngineWorker::setPipo(const PipoChoice& choice) {
   if (shutdown_.load()) return;
+  const bool server_pipo_changed = server_ && (choice.enabled != pipo_choice_.enabled || choice.release != pipo_choice_.release ||
+                                               choice.threshold != pipo_choice_.threshold);
   pipo_choice_ = choice;
+  if (server_pipo_changed) {  // the app's server serves PIPO as the settings say: restart it
+    stopServer();
+    startServer();
+  }
   if (!choice.enabled) {
     freePipo();
     return;

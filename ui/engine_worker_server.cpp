@@ -35,8 +35,10 @@ void EngineWorker::startServer() {
   ServerState st;
   try {
     const EngineShare share{1, server_settings_.parallel, &turns_};
-    server_ = std::make_unique<LocalServer>(server_settings_, *pair_, share, options_.n_threads);
+    server_ = std::make_unique<LocalServer>(server_settings_, *pair_, share, options_.n_threads, pipo_choice_);
     st.running = true;
+    st.pipo_release = QString::fromStdString(server_->pipo_release());
+    st.pipo_error = QString::fromStdString(server_->pipo_error());
     st.url = QString::fromStdString(server_->url());
     st.parallel = server_settings_.parallel;
   } catch (const std::exception& e) {

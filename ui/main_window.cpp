@@ -111,7 +111,13 @@ MainWindow::MainWindow(ChatController* controller, QWidget* parent)
   connect(controller_, &ChatController::serverStateChanged, this, [this](const ServerState& st) {
     if (st.running) {
       server_->setText(tr("Server: %1").arg(st.url));
-      server_->setToolTip(tr("Serving the loaded models to other programs (%1 requests at once)").arg(st.parallel));
+      QString tip = tr("Serving the loaded models to other programs (%1 requests at once)").arg(st.parallel);
+      if (!st.pipo_release.isEmpty()) {
+        tip += tr("; PIPO (approximate: not verified by the target) for requests that ask for it: %1").arg(st.pipo_release);
+      } else if (!st.pipo_error.isEmpty()) {
+        tip += tr("; PIPO unavailable: %1").arg(st.pipo_error);
+      }
+      server_->setToolTip(tip);
       server_->setStyleSheet(QString());
     } else if (!st.error.isEmpty()) {
       server_->setText(tr("Server: not running"));

@@ -62,8 +62,8 @@ void ApiServer::handle_generate(const httplib::Request& req, httplib::Response& 
   ApiRequest& a = std::get<ApiRequest>(parsed);
   if (a.mode == DecodeMode::pipo && !pipo_) {
     return refuse(ApiError{400,
-                           "this server has no PIPO release loaded (start it with --pipo DIR), so \"decode_mode\": "
-                           "\"pipo\" is unavailable",
+                           "this server has no PIPO release loaded (`specchat-cli serve --pipo DIR`; in the app, "
+                           "Settings \u203a PIPO), so \"decode_mode\": \"pipo\" is unavailable",
                            "invalid_request_error", "decode_mode", "pipo_unavailable"});
   }
 

@@ -344,3 +344,63 @@ TEST_CASE("gui server: models that fail to load leave the server down with the r
                             QString::fromStdString(specchat::test::draft_model()));
   CHECK(spy.waitFor([](const ServerState& st) { return st.running; }));
 }
+
+TEST_CASE("gui server: with Settings › PIPO on the app's server answers decode_mode pipo labelled approximate",
+          "[gui][model][pipo]") {
+  // Regression: the app's server answered every "decode_mode": "pipo" request with 400
+  // pipo_unavailable, even with PIPO on in the app.
+  QTemporaryDir dir;
+  ModelApp app(dir.filePath(QStringLiteral("chat.sqlite")), greedy(8));
+  StateSpy spy(app.controller);
+  REQUIRE(serve_on_any_port(app.controller, spy));
+  const auto post_pipo = [](int port) {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_read_timeout(120, 0);
+    const nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", "Tell me a story."}}}},
+                                 {"max_tokens", 8},
+                                 {"temperature", 0},
+                                 {"decode_mode", "pipo"}};
+    return cli.Post("/v1/chat/completions", body.dump(), "application/json");
+  };
+  {  // PIPO off: unavailable, with the reason
+    auto r = post_pipo(port_of(spy.last.url));
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(nlohmann::json::parse(r->body)["error"]["code"] == "pipo_unavailable");
+    CHECK(spy.last.pipo_release.isEmpty());
+  }
+  GenerationSettings on = greedy(8);
+  on.pipo.enabled = true;  // the bundled release, bound to the bundled target the app loaded
+  const int before = spy.count;
+  app.controller.setSettings(on);
+  REQUIRE(spy.waitFor([&](const ServerState& st) { return spy.count > before && st.running && !st.pipo_release.isEmpty(); }));
+  CHECK(spy.last.pipo_error.isEmpty());
+  const int port = port_of(spy.last.url);
+  {
+    auto r = post_pipo(port);
+    REQUIRE(r);
+    INFO(r->body);
+    REQUIRE(r->status == 200);
+    const auto j = nlohmann::json::parse(r->body);
+    CHECK(j["pipo"]["approximate"] == true);
+    CHECK(j["pipo"]["label"] == "approximate: not verified by the target");
+    CHECK(j["pipo"]["release"] == spy.last.pipo_release.toStdString());
+    CHECK_FALSE(j["choices"][0]["message"]["content"].get<std::string>().empty());
+    // A request that does not ask for PIPO stays lossless.
+    std::string error;
+    CHECK_FALSE(chat_completion(port, kCat, 8, &error).empty());
+    httplib::Client cli("127.0.0.1", port);
+    auto m = cli.Get("/metrics");
+    REQUIRE(m);
+    CHECK(m->body.find("specchat:pipo_release_info{release=\"" + spy.last.pipo_release.toStdString() + "\"} 1") !=
+          std::string::npos);
+    CHECK(m->body.find("specchat:pipo_requests_total 1\n") != std::string::npos);
+  }
+  // Off again: the server restarts without it.
+  const int before_off = spy.count;
+  app.controller.setSettings(greedy(8));
+  REQUIRE(spy.waitFor([&](const ServerState& st) { return spy.count > before_off && st.running && st.pipo_release.isEmpty(); }));
+  auto r = post_pipo(port_of(spy.last.url));
+  REQUIRE(r);
+  CHECK(r->status == 400);
+}
