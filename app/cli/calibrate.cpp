@@ -66,6 +66,13 @@ void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
   cmd.add_option("--block-drafter", o.block_drafter, "DFlash block drafter GGUF (default: found beside the target)");
   cmd.add_option("--mtp", o.mtp, "MTP head GGUF (default: found beside the target)");
   cmd.add_option("--rounds", o.rounds, "block/mtp: passes over the prompts")->check(CLI::Range(1, 100));
+  // As generate's: the timings are kept per KV type and activation rounding (a plan uses only
+  // timings measured the way it runs).
+  cmd.add_option("--kv-type", o.kv_type, "KV cache element type the timings run with: f16 (default) or f32")
+      ->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_option("--activations", o.activations,
+                 "quantized matrices on the CPU: q8 (default; 8-bit activations) or f32, as generate's --activations")
+      ->check(CLI::IsMember({"q8", "f32"}));
 }
 
 void print_calibration_json(const nlohmann::json& cal, const std::string& path, double seconds) {
@@ -86,6 +93,8 @@ int cmd_calibrate(const CalibrateOptions& o) {
   po.target_path = o.model;
   po.draft_path = o.draft == "bundled" || o.draft.empty() ? bundled_draft_path() : o.draft;
   po.n_threads = o.threads;
+  po.kv_type = parse_kv_type(o.kv_type);
+  po.activations = parse_activations(o.activations);
   ModelPair pair = ModelPair::load(po);
   for (const std::string& w : pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   LlamaModel& target = *pair.target;
@@ -135,7 +144,8 @@ int cmd_calibrate(const CalibrateOptions& o) {
                      {"hits", counts.hits},         {"misses", counts.misses},
                      {"positions", counts.positions()}, {"prompts", used},
                      {"prompts_file", fs::path(prompts_path).filename().string()}, {"n", o.n}};
-  j["timings"] = calibration_timings_json(t, o.threads, static_cast<int>(timing_ctx.size()), o.reps);
+  j["timings"] = calibration_timings_json(t, timing_setup_of(target, o.threads), static_cast<int>(timing_ctx.size()),
+                                          o.reps);
   // What the budget choice makes of it (informational; recomputed at run time).
   const SequoiaPlanner planner(a, std::min(kCalibrationMaxAutoNodes, target.max_batch() - 1), kCalibrationMaxAutoNodes);
   if (t.valid()) {

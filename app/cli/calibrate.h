@@ -40,6 +40,8 @@ struct CalibrateOptions {
   std::string block_drafter;  // --block-drafter FILE ("" = found beside the target)
   std::string mtp;            // --mtp FILE
   int rounds = 2;             // --rounds: passes over the prompts, configurations interleaved
+  std::string kv_type = "f16";      // --kv-type (parse_kv_type)
+  std::string activations = "q8";   // --activations (parse_activations)
 };
 
 void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o);

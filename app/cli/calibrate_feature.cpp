@@ -46,6 +46,8 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   PairOptions po;
   po.target_path = o.model;
   po.n_threads = o.threads;
+  po.kv_type = parse_kv_type(o.kv_type);
+  po.activations = parse_activations(o.activations);
   ModelPair pair = ModelPair::load(po);
   for (const std::string& w : pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const std::string prompts_path = find_prompts_file(o.prompts);
@@ -106,6 +108,8 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   j["backend"] = kCalibrationBackend;
   j["kind"] = o.drafter;
   j["threads"] = o.threads;
+  j["kv_type"] = o.kv_type;
+  j["activations"] = o.activations;
   j["target"] = calibration_file_info(pair.target->path());
   j["drafter"] = calibration_file_info(drafter_path);
   j["prompts"] = used;

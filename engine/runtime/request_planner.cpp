@@ -240,7 +240,8 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
   ctx.max_nodes = std::max(1, target.max_batch() - 1);
   const bool calibrated = s.drafts() && s.drafter == DrafterChoice::model && draft &&
                           (s.auto_tree || s.tree == TreeMode::optimal);
-  if (calibrated) ctx.calibration = load_calibration(target.path(), draft->path(), threads_);
+  const TimingSetup setup = timing_setup_of(target, threads_);
+  if (calibrated) ctx.calibration = load_calibration(target.path(), draft->path(), setup);
   std::string cache_warning;
   if (calibrated && s.auto_tree) {
     ctx.measure_timings = [&]() {
@@ -252,7 +253,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
                                            calibration_draft_widths(), kReps);
       if (!t.valid()) return t;
       try {
-        cache_calibration_timings(ctx.calibration, target.path(), draft->path(), t, threads_,
+        cache_calibration_timings(ctx.calibration, target.path(), draft->path(), t, setup,
                                   static_cast<int>(tctx.size()), kReps);
       } catch (const std::exception& e) {
         cache_warning = std::string("could not cache the timings: ") + e.what();

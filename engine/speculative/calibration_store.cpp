@@ -9,6 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "engine/model.h"
 #include "engine/speculative/calibration_file.h"
 
 namespace specchat {
@@ -61,7 +62,7 @@ std::vector<int32_t> calibration_timing_context(const std::vector<int32_t>& ctx,
   return std::vector<int32_t>(ctx.end() - static_cast<std::ptrdiff_t>(len), ctx.end());
 }
 
-Calibration load_calibration(const std::string& target_path, const std::string& draft_path, int threads) {
+Calibration load_calibration(const std::string& target_path, const std::string& draft_path, const TimingSetup& setup) {
   Calibration c;
   c.path = calibration_path(draft_path);
   std::ifstream in(c.path);
@@ -85,7 +86,7 @@ Calibration load_calibration(const std::string& target_path, const std::string& 
   c.status = Calibration::Status::ok;
   c.accept_by_rank = acceptance_of(doc);
   if (c.accept_by_rank.empty()) c.problem = "calibration " + c.path + " has no usable acceptance vector";
-  c.timings = calibration_timings_from_json(doc.value("timings", json()), threads);
+  c.timings = calibration_timings_from_json(doc.value("timings", json()), setup);
   c.doc = std::move(doc);
   return c;
 }
@@ -96,18 +97,35 @@ json calibration_file_info(const std::string& model_path) {
               {"fingerprint", file_fingerprint(model_path)}};
 }
 
-json calibration_timings_json(const StepTimings& t, int threads, int context_tokens, int reps) {
-  return json{{"backend", kCalibrationBackend}, {"threads", threads},
+TimingSetup timing_setup_of(const LlamaModel& target, int threads) {
+  const MemoryInfo m = target.memory();
+  TimingSetup s;
+  s.threads = threads;
+  s.kv_type = m.kv_type == DType::f32 ? "f32" : "f16";
+  s.activations = m.q8_activations ? "q8" : "f32";
+  return s;
+}
+
+json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps) {
+  return json{{"backend", kCalibrationBackend}, {"threads", setup.threads},
+              {"kv_type", setup.kv_type}, {"activations", setup.activations},
               {"context_tokens", context_tokens}, {"reps", reps},
               {"draft_widths", t.draft_widths}, {"draft_ms", t.draft_ms},
               {"verify_nodes", t.verify_nodes}, {"verify_ms", t.verify_ms}};
 }
 
-StepTimings calibration_timings_from_json(const json& j, int threads) {
+StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setup) {
   StepTimings t;
-  if (!j.is_object() || j.value("backend", std::string()) != kCalibrationBackend || j.value("threads", -1) != threads) {
+  if (!j.is_object() || j.value("backend", std::string()) != kCalibrationBackend ||
+      j.value("threads", -1) != setup.threads) {
     return t;
   }
+  // Absent in files written before they were recorded: those match any setup.
+  const auto same = [&](const char* key, const std::string& want) {
+    const auto it = j.find(key);
+    return it == j.end() || (it->is_string() && it->get<std::string>() == want);
+  };
+  if (!same("kv_type", setup.kv_type) || !same("activations", setup.activations)) return t;
   try {
     t.draft_widths = j.at("draft_widths").get<std::vector<int>>();
     t.draft_ms = j.at("draft_ms").get<std::vector<double>>();
@@ -142,7 +160,7 @@ void write_calibration_file(const std::string& path, const json& j) {
 }
 
 void cache_calibration_timings(const Calibration& c, const std::string& target_path, const std::string& draft_path,
-                               const StepTimings& t, int threads, int context_tokens, int reps) {
+                               const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps) {
   if (c.status != Calibration::Status::ok && c.status != Calibration::Status::missing) return;
   json updated = c.status == Calibration::Status::ok
                      ? c.doc
@@ -150,7 +168,7 @@ void cache_calibration_timings(const Calibration& c, const std::string& target_p
   updated["date"] = utc_now_iso8601();
   updated["target"] = calibration_file_info(target_path);
   updated["draft"] = calibration_file_info(draft_path);
-  updated["timings"] = calibration_timings_json(t, threads, context_tokens, reps);
+  updated["timings"] = calibration_timings_json(t, setup, context_tokens, reps);
   write_calibration_file(c.path, updated);
 }
 

@@ -29,6 +29,19 @@ inline constexpr int kCalibrationTimingContext = 64;  // tokens of real context 
 // Returns [n] ids, n ≥ 1 when ctx is not empty.
 std::vector<int32_t> calibration_timing_context(const std::vector<int32_t>& ctx, int n_ctx);
 
+// What a timing table was measured with, beside the backend: the thread count, the KV cache's
+// element type and whether the target's quantized matrices round activations to 8 bits (the
+// integer path, LlamaModel::Options::activations). A table is used only for the same setup.
+struct TimingSetup {
+  int threads = 0;
+  std::string kv_type = "f16";      // "f16" | "f32" (MemoryInfo::kv_type)
+  std::string activations = "f32";  // "q8": rounded (MemoryInfo::q8_activations) | "f32"
+};
+
+class LlamaModel;
+// The setup `target` runs with now (its KV type and activation rounding) on `threads`.
+TimingSetup timing_setup_of(const LlamaModel& target, int threads);
+
 // What the calibration beside a pair's draft offers for planning.
 struct Calibration {
   enum class Status {
@@ -50,9 +63,9 @@ struct Calibration {
 };
 
 // Reads the calibration of the pair (target_path, draft_path) from calibration_path(draft_path).
-// `threads` selects the timings (they are kept per thread count). Never throws: every problem
-// is a status and a `problem` text.
-Calibration load_calibration(const std::string& target_path, const std::string& draft_path, int threads);
+// `setup` selects the timings (calibration_timings_from_json). Never throws: every problem is a
+// status and a `problem` text.
+Calibration load_calibration(const std::string& target_path, const std::string& draft_path, const TimingSetup& setup);
 
 // Whether a stored {"size", "fingerprint"} entry (calibration_file_info) describes the file at
 // `path` now. Never throws: an unreadable file or a malformed entry is false.
@@ -61,12 +74,13 @@ bool calibration_describes_file(const nlohmann::json& stored, const std::string&
 // {"file": name, "size": bytes, "fingerprint": file_fingerprint} of a model file. Throws
 // std::filesystem::filesystem_error / std::runtime_error when it cannot be read.
 nlohmann::json calibration_file_info(const std::string& model_path);
-// {"backend", "threads", "context_tokens", "reps", "draft_widths", "draft_ms", "verify_nodes",
-// "verify_ms"} (times in ms per forward).
-nlohmann::json calibration_timings_json(const StepTimings& t, int threads, int context_tokens, int reps);
-// The inverse, for this backend and `threads`; an invalid (empty) table when the entry is for
-// another backend or thread count, or malformed.
-StepTimings calibration_timings_from_json(const nlohmann::json& j, int threads);
+// {"backend", "threads", "kv_type", "activations", "context_tokens", "reps", "draft_widths",
+// "draft_ms", "verify_nodes", "verify_ms"} (times in ms per forward).
+nlohmann::json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps);
+// The inverse, for this backend and `setup`; an invalid (empty) table when the entry is for
+// another backend, thread count, KV type or activation rounding, or malformed. An entry written
+// before kv_type / activations were recorded matches any value of the key it lacks.
+StepTimings calibration_timings_from_json(const nlohmann::json& j, const TimingSetup& setup);
 // The current UTC time as "YYYY-MM-DDTHH:MM:SSZ".
 std::string utc_now_iso8601();
 // Writes `j` (indented) through a temporary file and a rename, so readers never see half a
@@ -77,6 +91,6 @@ void write_calibration_file(const std::string& path, const nlohmann::json& j);
 // for a file that is unreadable or belongs to other models (it is not ours to overwrite).
 // Throws std::runtime_error when the write fails.
 void cache_calibration_timings(const Calibration& c, const std::string& target_path, const std::string& draft_path,
-                               const StepTimings& t, int threads, int context_tokens, int reps);
+                               const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps);
 
 }  // namespace specchat

@@ -403,6 +403,23 @@ TEST_CASE("cli calibrate writes a valid calibration - auto uses it", "[model][se
     CHECK(spec.at("draft_k") == 0);
   }
   CHECK(plan.at("ms_per_token").get<double>() <= plan.at("baseline_ms_per_token").get<double>() + 1e-9);
+  // The timings say how they were measured (the bundled F16 target never rounds activations).
+  CHECK(c.at("timings").at("kv_type") == "f16");
+  CHECK(c.at("timings").at("activations") == "f32");
+  // A run with another KV type does not use them: it measures its own.
+  const auto f32kv = test::run_cli({"generate", "--json", "--model", lp.target, "--draft", lp.draft, "--tree", "auto",
+                                    "--kv-type", "f32", "-n", "4", "--prompt", "Once upon a time"});
+  INFO(f32kv.describe());
+  REQUIRE(f32kv.exit_code == 0);
+  CHECK(f32kv.json.at("tree_plan").at("timings_source") != "calibration");
+  // calibrate --kv-type records it.
+  const auto r32 = test::run_cli({"calibrate", "--json", "--model", lp.target, "--draft", lp.draft, "--prompts",
+                                  test::test_data("heldout_prompts.json"), "--max-prompts", "1", "-n", "4", "--ranks",
+                                  "4", "--reps", "1", "--kv-type", "f32", "--activations", "f32"});
+  INFO(r32.describe());
+  REQUIRE(r32.exit_code == 0);
+  CHECK(read_file_json(lp.calibration).at("timings").at("kv_type") == "f32");
+  CHECK(test::run_cli({"calibrate", "--kv-type", "f8", "--model", lp.target, "--draft", lp.draft}).exit_code != 0);
 
   // --tree optimal builds its shape from the calibration.
   const auto opt = test::run_cli({"generate", "--json", "--model", lp.target, "--draft", lp.draft, "--tree",

@@ -416,48 +416,59 @@ TEST_CASE("calibration store: status, acceptance and timings of a pair's file", 
   std::ofstream(draft) << "draft bytes";
   const std::string path = calibration_path(draft);
 
-  Calibration c = load_calibration(target, draft, 0);
+  Calibration c = load_calibration(target, draft, TimingSetup{});
   CHECK(c.path == path);
   CHECK(c.status == Calibration::Status::missing);
   CHECK(contains(c.problem, "no calibration"));
   CHECK_FALSE(c.has_acceptance());
 
   std::ofstream(path) << "[1, 2";
-  c = load_calibration(target, draft, 0);
+  c = load_calibration(target, draft, TimingSetup{});
   CHECK(c.status == Calibration::Status::unreadable);
 
   nlohmann::json j{{"version", kCalibrationVersion},
                    {"target", calibration_file_info(target)},
                    {"draft", calibration_file_info(draft)},
                    {"acceptance", {{"accept_by_rank", kMeasured}}},
-                   {"timings", calibration_timings_json(timings(0.2, 10, 0.1), 0, 64, 3)}};
+                   {"timings", calibration_timings_json(timings(0.2, 10, 0.1), TimingSetup{}, 64, 3)}};
   write_calibration_file(path, j);
-  c = load_calibration(target, draft, 0);
+  c = load_calibration(target, draft, TimingSetup{});
   CHECK(c.status == Calibration::Status::ok);
   CHECK(c.problem.empty());
   CHECK(c.accept_by_rank == kMeasured);
   CHECK(c.timings.valid());
-  CHECK_FALSE(load_calibration(target, draft, 4).timings.valid());  // timings are per thread count
+  CHECK_FALSE(load_calibration(target, draft, TimingSetup{4}).timings.valid());  // timings are per thread count
+  // ... and per KV type and activation rounding: a plan never uses timings measured another way.
+  CHECK_FALSE(load_calibration(target, draft, TimingSetup{0, "f32", "f32"}).timings.valid());
+  CHECK_FALSE(load_calibration(target, draft, TimingSetup{0, "f16", "q8"}).timings.valid());
+  {  // A table written before the keys were recorded matches any value of them.
+    nlohmann::json legacy = j;
+    legacy["timings"].erase("kv_type");
+    legacy["timings"].erase("activations");
+    write_calibration_file(path, legacy);
+    CHECK(load_calibration(target, draft, TimingSetup{0, "f32", "q8"}).timings.valid());
+    write_calibration_file(path, j);
+  }
 
   j["acceptance"]["accept_by_rank"] = {0.5, 1.5};  // not probabilities
   write_calibration_file(path, j);
-  c = load_calibration(target, draft, 0);
+  c = load_calibration(target, draft, TimingSetup{});
   CHECK(c.status == Calibration::Status::ok);
   CHECK_FALSE(c.has_acceptance());
   CHECK(contains(c.problem, "no usable acceptance vector"));
 
   std::ofstream(draft) << "another draft";
-  c = load_calibration(target, draft, 0);
+  c = load_calibration(target, draft, TimingSetup{});
   CHECK(c.status == Calibration::Status::other_files);
   CHECK(contains(c.problem, "other model files"));
   // Not ours to overwrite: caching timings leaves it alone.
-  cache_calibration_timings(c, target, draft, timings(1, 1, 1), 0, 8, 1);
-  CHECK(load_calibration(target, draft, 0).status == Calibration::Status::other_files);
+  cache_calibration_timings(c, target, draft, timings(1, 1, 1), TimingSetup{}, 8, 1);
+  CHECK(load_calibration(target, draft, TimingSetup{}).status == Calibration::Status::other_files);
 
   // A missing file gets a timings-only calibration; an existing one keeps its acceptance.
   fs::remove(path);
-  cache_calibration_timings(load_calibration(target, draft, 2), target, draft, timings(1, 2, 3), 2, 8, 1);
-  c = load_calibration(target, draft, 2);
+  cache_calibration_timings(load_calibration(target, draft, TimingSetup{2}), target, draft, timings(1, 2, 3), TimingSetup{2}, 8, 1);
+  c = load_calibration(target, draft, TimingSetup{2});
   CHECK(c.status == Calibration::Status::ok);
   CHECK_FALSE(c.has_acceptance());
   CHECK(c.timings.valid());
