@@ -243,6 +243,7 @@ int main(int argc, char** argv) {
   // Load in the background while the window comes up; the first Send waits for it.
   engine.worker()->setBackends(opt.backend, opt.draft_backend);
   engine.worker()->setChatTemplate(opt.app.chat_template);
+  engine.worker()->setCompute(opt.app.kv_type, opt.app.activations);
   // Settings › Server: queued first, so the load sizes the KV pool for it and then starts it.
   if (opt.app.server.enabled) controller.setServer(opt.app.server);
   engine.loadModels(opt.app.target_path, opt.app.draft_path);

@@ -146,6 +146,8 @@ class ChatController : public QObject {
   // The chat template the next loadModels uses ("" = the model file's; EngineWorker::
   // setChatTemplate).
   void setChatTemplate(const QString& name);
+  // The KV type and activation rounding the next model load uses (EngineWorker::setCompute).
+  void setCompute(const QString& kv_type, const QString& activations);
   // Settings › Server: queues EngineWorker::setServer (an empty key falls back to
   // $SPECCHAT_API_KEY); serverStateChanged follows.
   void setServer(const specchat::ui::ServerSettings& s);

@@ -10,6 +10,9 @@ namespace specchat::ui {
 void ChatController::onModelsLoading(const QString& description) { setStatus(description, false); }
 
 void ChatController::setChatTemplate(const QString& name) { worker_->setChatTemplate(name); }
+void ChatController::setCompute(const QString& kv_type, const QString& activations) {
+  worker_->setCompute(kv_type, activations);
+}
 
 void ChatController::setRemote(const RemoteEngine& given) {
   RemoteEngine r = given;

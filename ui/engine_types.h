@@ -175,6 +175,8 @@ struct ModelInfo {
   int n_vocab = 0;
   int n_ctx = 0;           // KV cache length in tokens
   QStringList warnings;    // accepted vocabulary differences
+  QString kv_type;         // the target's KV cache element type in use: "f16" | "f32"
+  bool q8_activations = false;  // the target's quantized matrices round activations to 8 bits
 };
 
 // One compare run: `prompt` (a single user turn, after `system_prompt` when not empty) is

@@ -80,6 +80,8 @@ void EngineWorker::loadModels(const QString& target, const QString& draft) {
   {
     std::lock_guard<std::mutex> lock(remote_mu_);
     options_.chat_template = chat_template_;
+    options_.kv_type = kv_f32_ ? DType::f32 : DType::f16;
+    options_.activations = activations_f32_ ? cpu::Activations::f32 : cpu::Activations::q8;
   }
   unload();
   if (pipo_choice_.enabled) {  // the unit is bound to the target: it loads again after the pair
@@ -136,6 +138,11 @@ bool EngineWorker::ensureLoaded(QString* error) {
   info.template_name = QString::fromStdString(pair_->template_name);
   info.n_vocab = pair_->target->config().n_vocab;
   info.n_ctx = pair_->target->n_ctx();
+  {
+    const MemoryInfo mem = pair_->target->memory();
+    info.kv_type = mem.kv_type == DType::f32 ? QStringLiteral("f32") : QStringLiteral("f16");
+    info.q8_activations = mem.q8_activations;
+  }
   for (const auto& w : pair_->warnings) info.warnings << QString::fromStdString(w);
   Q_EMIT modelsLoaded(info);
   startServer();

@@ -50,6 +50,14 @@ class EngineWorker : public QObject {
     std::lock_guard<std::mutex> lock(remote_mu_);
     chat_template_ = name.toStdString();
   }
+  // Thread-safe. How the next loadModels computes: `kv_type` "f16" | "f32" (the KV cache's
+  // element type) and `activations` "q8" | "f32" (quantized matrices with 8-bit or f32
+  // activations), as the CLI's --kv-type and --activations; other values keep the defaults.
+  void setCompute(const QString& kv_type, const QString& activations) {
+    std::lock_guard<std::mutex> lock(remote_mu_);
+    kv_f32_ = kv_type == QLatin1String("f32");
+    activations_f32_ = activations == QLatin1String("f32");
+  }
   // Thread-safe. Where the next generate() gets its reply: the local engine (default) or an
   // OpenAI-compatible server (engine_worker_remote.cpp). Compare, the context meter and token
   // pieces stay local.
@@ -202,6 +210,7 @@ class EngineWorker : public QObject {
   mutable std::mutex remote_mu_;
   RemoteEngine remote_;  // guarded by remote_mu_
   std::string chat_template_;  // guarded by remote_mu_
+  bool kv_f32_ = false, activations_f32_ = false;  // setCompute; guarded by remote_mu_
 };
 
 // Owns the engine thread and the worker living on it: starts the thread on construction;

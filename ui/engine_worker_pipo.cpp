@@ -222,6 +222,8 @@ void EngineWorker::loadPipo(const PipoChoice& c) {
     lo.plain_target = target;  // a release made from another target is refused (target_mismatch)
     lo.backbone.backend = static_cast<BackendKind>(target_backend_.load());
     lo.backbone.n_threads = options_.n_threads;
+    lo.backbone.kv_type = options_.kv_type;
+    lo.backbone.activations = options_.activations;
     auto e = std::make_unique<PipoEngine>();
     e->unit = load_pipo_release(folder, lo);
     PipoSettings ps;

@@ -49,7 +49,7 @@ LocalServer::LocalServer(const ServerSettings& s, ModelPair& pair, const EngineS
     try {
       if (folder.empty()) throw std::runtime_error("no release folder (Settings \u203a PIPO) and none is bundled");
       PipoUnit unit = serve::load_serve_pipo_unit(folder, cfg_.model, pair.target->vocab(), pair.target->n_ctx(),
-                                                  threads, pair.target->backend_kind());
+                                                  threads, pair.target->backend_kind(), pair.target->memory().kv_type);
       pipo_ = std::make_unique<serve::PipoService>(std::move(unit), pipo.threshold, pair.target->n_ctx(), cfg_.queue,
                                                    metrics_);
     } catch (const std::exception& e) {

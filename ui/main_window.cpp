@@ -259,7 +259,8 @@ void MainWindow::setAppSettings(const AppSettings& s, const QString& file) {
 
 void MainWindow::applySettings(const AppSettings& s) {
   const bool models_changed = s.target_path != settings_.target_path || s.draft_path != settings_.draft_path ||
-                              s.chat_template != settings_.chat_template;
+                              s.chat_template != settings_.chat_template || s.kv_type != settings_.kv_type ||
+                              s.activations != settings_.activations;
   const bool server_changed = s.server != settings_.server;
   settings_ = s;
   if (!save_settings(s, settings_file_)) {
@@ -268,6 +269,7 @@ void MainWindow::applySettings(const AppSettings& s) {
   controller_->setSettings(s.generation);
   controller_->setRemote(s.engine);
   controller_->setChatTemplate(s.chat_template);
+  controller_->setCompute(s.kv_type, s.activations);
   if (server_changed) controller_->setServer(s.server);
   apply_theme(s.theme);
   if (models_changed) {

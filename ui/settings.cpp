@@ -108,6 +108,12 @@ AppSettings load_settings(const QString& file) {
   s.server.port = read_int(*q, "server/port", s.server.port, 0, 65535);
   s.server.key = q->value(QStringLiteral("server/key")).toString();
   s.server.parallel = read_int(*q, "server/parallel", s.server.parallel, 1, 16);
+  {  // values the engine does not have fall back to the defaults
+    const QString kv = q->value(QStringLiteral("models/kv_type")).toString().trimmed();
+    if (kv == QLatin1String("f16") || kv == QLatin1String("f32")) s.kv_type = kv;
+    const QString act = q->value(QStringLiteral("models/activations")).toString().trimmed();
+    if (act == QLatin1String("q8") || act == QLatin1String("f32")) s.activations = act;
+  }
   s.chat_template = q->value(QStringLiteral("models/chat_template")).toString().trimmed();
   {
     const std::vector<std::string> names = chat_template_names();
@@ -145,6 +151,8 @@ bool save_settings(const AppSettings& s, const QString& file) {
   q->setValue(QStringLiteral("engine/remote_key"), s.engine.key);
   q->setValue(QStringLiteral("engine/remote_model"), s.engine.model.trimmed());
   q->setValue(QStringLiteral("models/chat_template"), s.chat_template);
+  q->setValue(QStringLiteral("models/kv_type"), s.kv_type);
+  q->setValue(QStringLiteral("models/activations"), s.activations);
   q->setValue(QStringLiteral("server/enabled"), s.server.enabled);
   q->setValue(QStringLiteral("server/host"), s.server.host.trimmed());
   q->setValue(QStringLiteral("server/port"), s.server.port);

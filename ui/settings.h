@@ -25,6 +25,11 @@ struct AppSettings {
   // The chat template: "" = the one recognised in the model file (ChatML with a notice when the
   // file's is missing or unknown), or a name of chat_template_names() (engine/chat_template.h).
   QString chat_template;
+  // How the engine computes (as the CLI's --kv-type and --activations): the KV cache's element
+  // type, "f16" (default, half the memory) or "f32"; and quantized matrices (Q8_0, Q4_K, ...) on
+  // the CPU with activations rounded to 8 bits, "q8" (default, fastest), or unrounded, "f32".
+  QString kv_type = QStringLiteral("f16");
+  QString activations = QStringLiteral("q8");
   // Settings › Server: the OpenAI-compatible server over the chat's models (off by default). Its
   // key is kept in the settings file like the remote engine's; empty falls back to
   // $SPECCHAT_API_KEY when the app starts the server on another address than loopback.

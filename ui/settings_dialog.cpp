@@ -66,6 +66,8 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
       max_tokens_(spin("maxTokensSpin", 1, 1000000, current.generation.max_tokens)),
       theme_(new QComboBox),
       chat_template_(new QComboBox),
+      kv_type_(new QComboBox),
+      activations_(new QComboBox),
       remote_url_(new QLineEdit(current.engine.url)),
       remote_key_(new QLineEdit(current.engine.key)),
       remote_model_(new QLineEdit(current.engine.model)),
@@ -134,6 +136,20 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   chat_template_->setToolTip(tr("How turns are written for the model: the template named in the model file, or one "
                                 "you pick when the file has none SpecChat recognises (ChatML is used then, with a notice)"));
   mf->addRow(tr("Chat template:"), chat_template_);
+  kv_type_->setObjectName(QStringLiteral("kvTypeCombo"));
+  kv_type_->addItem(tr("F16 (half the memory)"), QStringLiteral("f16"));
+  kv_type_->addItem(tr("F32"), QStringLiteral("f32"));
+  kv_type_->setCurrentIndex(std::max(0, kv_type_->findData(current.kv_type)));
+  kv_type_->setToolTip(tr("Element type of the KV cache (the CLI's --kv-type); changing it reloads the models"));
+  mf->addRow(tr("KV cache:"), kv_type_);
+  activations_->setObjectName(QStringLiteral("activationsCombo"));
+  activations_->addItem(tr("8-bit activations (fastest)"), QStringLiteral("q8"));
+  activations_->addItem(tr("F32 activations (unrounded, slower)"), QStringLiteral("f32"));
+  activations_->setCurrentIndex(std::max(0, activations_->findData(current.activations)));
+  activations_->setToolTip(tr("How quantized models (Q8_0, Q4_K, ...) multiply on the CPU: activations rounded to 8 bits "
+                              "per block of 32 with integer dot products (llama.cpp's accuracy), or kept in f32 (the "
+                              "CLI's --activations). F16 models and the GPU never round. Changing it reloads the models"));
+  mf->addRow(tr("Quantized matrices:"), activations_);
   mf->addRow(check_);
 
   auto* spec = new QGroupBox(tr("Speculative decoding"));
@@ -302,6 +318,8 @@ AppSettings SettingsDialog::settings() const {
   g.max_tokens = max_tokens_->value();
   s.theme = theme_->currentData().toString();
   s.chat_template = chat_template_->currentData().toString();
+  s.kv_type = kv_type_->currentData().toString();
+  s.activations = activations_->currentData().toString();
   s.engine.url = remote_url_->text().trimmed();
   s.engine.key = remote_key_->text();
   s.engine.model = remote_model_->text().trimmed();

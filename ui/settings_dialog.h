@@ -73,6 +73,8 @@ class SettingsDialog : public QDialog {
   QSpinBox* max_tokens_;
   QComboBox* theme_;
   QComboBox* chat_template_;
+  QComboBox* kv_type_;
+  QComboBox* activations_;
   QLineEdit* remote_url_;
   QLineEdit* remote_key_;
   QLineEdit* remote_model_;

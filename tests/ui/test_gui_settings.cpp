@@ -54,6 +54,8 @@ AppSettings non_default() {
   s.engine.key = QStringLiteral("sk-local");
   s.engine.model = QStringLiteral("specchat");
   s.chat_template = QStringLiteral("llama3");
+  s.kv_type = QStringLiteral("f32");
+  s.activations = QStringLiteral("f32");
   return s;
 }
 
@@ -78,6 +80,8 @@ void check_equal(const AppSettings& a, const AppSettings& b) {
   CHECK(a.engine.key == b.engine.key);
   CHECK(a.engine.model == b.engine.model);
   CHECK(a.chat_template == b.chat_template);
+  CHECK(a.kv_type == b.kv_type);
+  CHECK(a.activations == b.activations);
 }
 
 }  // namespace
@@ -340,4 +344,51 @@ TEST_CASE("gui settings: the chat template picked in Settings is the one the eng
     f.write("[models]\nchat_template=nonsense\n");
   }
   CHECK(load_settings(file).chat_template.isEmpty());
+}
+
+TEST_CASE("gui settings: the KV type and activation rounding picked in Settings are the ones the engine loads with",
+          "[gui][model]") {
+  // Issue 11: the app had no way to choose them (it always ran an f16 KV cache and 8-bit
+  // activations). Defaults are the CLI's.
+  CHECK(AppSettings{}.kv_type == QStringLiteral("f16"));
+  CHECK(AppSettings{}.activations == QStringLiteral("q8"));
+  AppSettings s;
+  s.kv_type = QStringLiteral("f32");
+  s.activations = QStringLiteral("f32");
+  SettingsDialog dialog(s);
+  auto* kv = dialog.findChild<QComboBox*>(QStringLiteral("kvTypeCombo"));
+  auto* act = dialog.findChild<QComboBox*>(QStringLiteral("activationsCombo"));
+  REQUIRE(kv);
+  REQUIRE(act);
+  CHECK(kv->currentData().toString() == QStringLiteral("f32"));
+  CHECK(act->currentData().toString() == QStringLiteral("f32"));
+  kv->setCurrentIndex(kv->findData(QStringLiteral("f16")));
+  CHECK(dialog.settings().kv_type == QStringLiteral("f16"));
+  CHECK(dialog.settings().activations == QStringLiteral("f32"));
+
+  EngineHost engine;
+  ModelInfo loaded;
+  QObject::connect(engine.worker(), &EngineWorker::modelsLoaded, &dialog,  // queued to this thread
+                   [&](const ModelInfo& info) { loaded = info; });
+  engine.worker()->setCompute(QStringLiteral("f32"), QStringLiteral("f32"));
+  engine.loadModels(QString::fromStdString(specchat::test::target_model()), QString());
+  REQUIRE(specchat::test::wait_until([&] { return !loaded.kv_type.isEmpty(); }, 60000));
+  CHECK(loaded.kv_type == QStringLiteral("f32"));
+  CHECK_FALSE(loaded.q8_activations);  // an F16 target never rounds
+  loaded = ModelInfo{};
+  engine.worker()->setCompute(QStringLiteral("f16"), QStringLiteral("q8"));
+  engine.loadModels(QString::fromStdString(specchat::test::target_model()), QString());
+  REQUIRE(specchat::test::wait_until([&] { return !loaded.kv_type.isEmpty(); }, 60000));
+  CHECK(loaded.kv_type == QStringLiteral("f16"));
+
+  // Values the settings file holds but the engine has not are not kept.
+  QTemporaryDir dir;
+  const QString file = dir.filePath(QStringLiteral("s.ini"));
+  {
+    QFile f(file);
+    REQUIRE(f.open(QIODevice::WriteOnly));
+    f.write("[models]\nkv_type=f8\nactivations=int4\n");
+  }
+  CHECK(load_settings(file).kv_type == QStringLiteral("f16"));
+  CHECK(load_settings(file).activations == QStringLiteral("q8"));
 }
