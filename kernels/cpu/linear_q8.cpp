@@ -6,7 +6,6 @@
 #include <limits>
 #include <cmath>
 #include <stdexcept>
-#include <string>
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_features.h"
@@ -20,9 +19,6 @@ void quantize_avx2(const float* x, int r0, int r1, int n_in, Act& out);
 void quantize_avx512(const float* x, int r0, int r1, int n_in, Act& out);
 void rows_avx2(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr);
 void rows_avx512(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr);
-// linear_q8_k_x86.cpp (Format::k256)
-void rows_k_avx2(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr);
-void rows_k_avx512(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr);
 #endif
 
 namespace {
@@ -62,89 +58,6 @@ void quantize_generic(const float* x, int r0, int r1, int n_in, Act& out) {
   }
 }
 
-void quantize_k_generic(const float* x, int r0, int r1, int n_in, Act& out) {
-  const int nb = n_in / kSuper;
-  for (int t = r0; t < r1; ++t) {
-    const float* xr = x + static_cast<int64_t>(t) * n_in;
-    int8_t* q = out.q.data() + static_cast<int64_t>(t) * n_in;
-    int16_t* bs = out.bsum.data() + static_cast<int64_t>(t) * (n_in / 16);
-    for (int b = 0; b < nb; ++b) {
-      const float* p = xr + kSuper * b;
-      float amax = 0.0f;
-      bool nan = false;
-      for (int i = 0; i < kSuper; ++i) {
-        amax = std::max(amax, std::fabs(p[i]));
-        nan = nan || std::isnan(p[i]);
-      }
-      const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
-      const float id = d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f;
-      for (int s16 = 0; s16 < kSuper / 16; ++s16) {
-        int sum = 0;
-        for (int i = 16 * s16; i < 16 * s16 + 16; ++i) {
-          const int v = static_cast<int>(std::nearbyint(clamp127(p[i] * id)));  // round half to even
-          q[kSuper * b + i] = static_cast<int8_t>(v);
-          sum += v;
-        }
-        bs[16 * b + s16] = static_cast<int16_t>(sum);  // |sum| <= 16 · 127
-      }
-      out.d[static_cast<size_t>(t) * nb + b] = d;
-    }
-  }
-}
-
-// y = x_t · w_row by linear_q8.h's k256 arithmetic.
-float dot_k_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
-  const int8_t* aq = a.qrow(tk);
-  const float* da = a.drow(tk);
-  const int16_t* bs = a.brow(tk);
-  float acc = 0.0f;
-  for (int S = 0; S < a.n_in / kSuper; ++S) {
-    const int8_t* x = aq + kSuper * S;
-    const int16_t* b16 = bs + 16 * S;
-    int32_t sumi = 0, summ = 0;
-    if (t == DType::q6_k) {
-      const auto* k = reinterpret_cast<const BlockQ6K*>(wrow) + S;
-      for (int j = 0; j < 16; ++j) {  // sub-block j: values 16j .. 16j + 15
-        int32_t s = 0;
-        for (int n = 16 * j; n < 16 * j + 16; ++n) {
-          const int h = n / 128, l = n % 128;
-          const int lo = (l < 64 ? k->ql[64 * h + l % 64] & 0xF : k->ql[64 * h + l % 64] >> 4);
-          const int hi = (k->qh[32 * h + l % 32] >> (2 * (l / 32))) & 3;
-          s += (lo | (hi << 4)) * x[n];
-        }
-        sumi += k->scales[j] * s;
-        summ += k->scales[j] * b16[j];
-      }
-      acc = std::fma(static_cast<float>(sumi - 32 * summ), f16_to_f32(k->d) * da[S], acc);
-      continue;
-    }
-    const uint8_t *qs, *qh = nullptr, *scales;
-    uint16_t d16, dmin16;
-    if (t == DType::q4_k) {
-      const auto* k = reinterpret_cast<const BlockQ4K*>(wrow) + S;
-      qs = k->qs, scales = k->scales, d16 = k->d, dmin16 = k->dmin;
-    } else {
-      const auto* k = reinterpret_cast<const BlockQ5K*>(wrow) + S;
-      qs = k->qs, qh = k->qh, scales = k->scales, d16 = k->d, dmin16 = k->dmin;
-    }
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      scale_min_k4(j, scales, &sc, &m);
-      int32_t s = 0;
-      for (int i = 0; i < 32; ++i) {
-        int u = (qs[32 * (j / 2) + i] >> (4 * (j & 1))) & 0xF;
-        if (qh) u |= ((qh[i] >> j) & 1) << 4;
-        s += u * x[32 * j + i];
-      }
-      sumi += sc * s;
-      summ += m * (b16[2 * j] + b16[2 * j + 1]);
-    }
-    acc = std::fma(static_cast<float>(sumi), f16_to_f32(d16) * da[S], acc);
-    acc = std::fma(static_cast<float>(summ), -(f16_to_f32(dmin16) * da[S]), acc);
-  }
-  return acc;
-}
-
 // tiling::hsum's order.
 inline float hsum8(const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
 
@@ -161,6 +74,7 @@ inline void group(const int* w, const int8_t* a, const float* s, float* f) {
 float dot_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
   const int8_t* aq = a.qrow(tk);
   const float* da = a.drow(tk);
+  const float* ds = a.srow(tk);
   float F[2][8] = {};
   int w[32];
   float s[8];
@@ -186,7 +100,57 @@ float dot_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
         group(w, aq + 32 * b, s, F[b & 1]);
       }
       break;
-    default: throw std::invalid_argument("cpu::linear (q8 activations): not a 32-value block type");
+    case DType::q4_k:
+    case DType::q5_k:
+      for (int S = 0; S < n_in / 256; ++S) {
+        const uint8_t *qs, *qh = nullptr, *scales;
+        uint16_t d16, dmin16;
+        if (t == DType::q4_k) {
+          const auto* k = reinterpret_cast<const BlockQ4K*>(wrow) + S;
+          qs = k->qs, scales = k->scales, d16 = k->d, dmin16 = k->dmin;
+        } else {
+          const auto* k = reinterpret_cast<const BlockQ5K*>(wrow) + S;
+          qs = k->qs, qh = k->qh, scales = k->scales, d16 = k->d, dmin16 = k->dmin;
+        }
+        const float d = f16_to_f32(d16), dmin = f16_to_f32(dmin16);
+        float dsc[8];
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, m;
+          scale_min_k4(j, scales, &sc, &m);
+          dsc[j] = d * static_cast<float>(sc);
+          F[0][j] = std::fma(-(dmin * static_cast<float>(m)), ds[8 * S + j], F[0][j]);
+        }
+        for (int j = 0; j < 8; ++j) {
+          for (int i = 0; i < 32; ++i) {
+            w[i] = (qs[32 * (j / 2) + i] >> (4 * (j & 1))) & 0xF;
+            if (qh) w[i] |= ((qh[i] >> j) & 1) << 4;
+          }
+          std::fill(s, s + 8, dsc[j] * da[8 * S + j]);
+          group(w, aq + 256 * S + 32 * j, s, F[j & 1]);
+        }
+      }
+      break;
+    case DType::q6_k:
+      for (int S = 0; S < n_in / 256; ++S) {
+        const auto* k = reinterpret_cast<const BlockQ6K*>(wrow) + S;
+        const float d = f16_to_f32(k->d);
+        for (int gi = 0; gi < 8; ++gi) {
+          const int h = gi / 4, g = gi % 4;
+          const uint8_t* ql = k->ql + 64 * h + 32 * (g & 1);
+          const uint8_t* qh = k->qh + 32 * h;
+          for (int i = 0; i < 32; ++i) {
+            const int lo = g >= 2 ? ql[i] >> 4 : ql[i] & 0xF;
+            w[i] = (lo | (((qh[i] >> (2 * g)) & 3) << 4)) - 32;
+          }
+          const float s0 = (d * static_cast<float>(k->scales[2 * gi])) * da[8 * S + gi];
+          const float s1 = (d * static_cast<float>(k->scales[2 * gi + 1])) * da[8 * S + gi];
+          std::fill(s, s + 4, s0);
+          std::fill(s + 4, s + 8, s1);
+          group(w, aq + 256 * S + 32 * gi, s, F[gi & 1]);
+        }
+      }
+      break;
+    default: throw std::invalid_argument("cpu::linear (q8 activations): not a block type");
   }
   float v[8];
   for (int l = 0; l < 8; ++l) v[l] = F[0][l] + F[1][l];
@@ -195,11 +159,10 @@ float dot_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
 
 void rows_generic(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr) {
   const size_t row_bytes = dtype_row_bytes(t, static_cast<uint64_t>(a.n_in));
-  const bool k = a.format == Format::k256;
   for (int tk = 0; tk < a.n_rows; ++tk) {
     for (int r = 0; r < nr; ++r) {
       const uint8_t* wrow = static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 + r) * row_bytes;
-      y[static_cast<int64_t>(tk) * n_out + j0 + r] = k ? dot_k_generic(a, tk, wrow, t) : dot_generic(a, tk, wrow, t);
+      y[static_cast<int64_t>(tk) * n_out + j0 + r] = dot_generic(a, tk, wrow, t);
     }
   }
 }
@@ -220,27 +183,15 @@ Isa best_isa() {
   return best;
 }
 
-Format format_for(DType t) {
-  return t == DType::q4_k || t == DType::q5_k || t == DType::q6_k ? Format::k256 : Format::b32;
-}
-
-void quantize(Isa isa, const float* x, int n_rows, int n_in, Act& out, ThreadPool* pool, Format f) {
-  const bool k = f == Format::k256;
-  if (n_in % (k ? kSuper : kBlock) != 0) {
-    throw std::invalid_argument(std::string("cpu::linear (q8 activations): rows are not whole blocks of ") +
-                                (k ? "256" : "32"));
-  }
+void quantize(Isa isa, const float* x, int n_rows, int n_in, Act& out, ThreadPool* pool) {
+  if (n_in % kBlock != 0) throw std::invalid_argument("cpu::linear (q8 activations): rows are not whole blocks of 32");
   out.n_rows = n_rows;
   out.n_in = n_in;
-  out.format = f;
   // Sized, never shrunk: the buffers are reused from call to call.
-  const size_t nq = static_cast<size_t>(n_rows) * static_cast<size_t>(n_in), nb = nq / (k ? kSuper : kBlock);
+  const size_t nq = static_cast<size_t>(n_rows) * static_cast<size_t>(n_in), nb = nq / kBlock;
   if (out.q.size() < nq) out.q.resize(nq);
-  if (out.d.size() < nb) out.d.resize(nb);
-  if (!k && out.dsum.size() < nb) out.dsum.resize(nb);
-  if (k && out.bsum.size() < nq / 16) out.bsum.resize(nq / 16);
+  if (out.d.size() < nb) out.d.resize(nb), out.dsum.resize(nb);
   auto run = [&](int r0, int r1) {
-    if (k) return quantize_k_generic(x, r0, r1, n_in, out);
 #if defined(__x86_64__)
     if (isa == Isa::avx512) return quantize_avx512(x, r0, r1, n_in, out);
     if (isa == Isa::avx2) return quantize_avx2(x, r0, r1, n_in, out);
@@ -262,15 +213,9 @@ void quantize(Isa isa, const float* x, int n_rows, int n_in, Act& out, ThreadPoo
 }
 
 void rows(Isa isa, const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr) {
-  if (a.format != format_for(t)) throw std::invalid_argument("cpu::linear (q8 activations): activations in another format");
 #if defined(__x86_64__)
-  if (a.format == Format::k256) {
-    if (isa == Isa::avx512) return rows_k_avx512(a, w, t, y, n_out, j0, nr);
-    if (isa == Isa::avx2) return rows_k_avx2(a, w, t, y, n_out, j0, nr);
-  } else {
-    if (isa == Isa::avx512) return rows_avx512(a, w, t, y, n_out, j0, nr);
-    if (isa == Isa::avx2) return rows_avx2(a, w, t, y, n_out, j0, nr);
-  }
+  if (isa == Isa::avx512) return rows_avx512(a, w, t, y, n_out, j0, nr);
+  if (isa == Isa::avx2) return rows_avx2(a, w, t, y, n_out, j0, nr);
 #endif
   (void)isa;
   rows_generic(a, w, t, y, n_out, j0, nr);

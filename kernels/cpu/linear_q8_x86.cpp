@@ -1,5 +1,4 @@
-// The SIMD variants of cpu::linear's integer path for q8_0 and q4_0 (linear_q8.h, Format::b32;
-// the k-quants are in linear_q8_k_x86.cpp): AVX2 (maddubs/madd: every
+// The SIMD variants of cpu::linear's integer path (linear_q8.h): AVX2 (maddubs/madd: every
 // product pair fits in 16 bits, see each type) and AVX-512 VNNI (vpdpbusd: four u8 × s8 products
 // into each 32-bit lane). Both compute the integer lane sums of linear_q8.h exactly and then its
 // f32 operations in its order, so they give the scalar twin's bits.
@@ -25,6 +24,18 @@ using tiling::hsum;
 using tiling::kRows;
 
 namespace {
+
+// Scales and mins of a q4_K/q5_K block as bytes: [0..8) the 8 sub-block scales, [8..16) the mins
+// (scale_min_k4's bit layout, four sub-blocks per 32-bit word).
+inline void k4_scale_bytes(const uint8_t* scales, uint8_t out[16]) {
+  uint32_t w0, w1, w2;
+  std::memcpy(&w0, scales, 4);
+  std::memcpy(&w1, scales + 4, 4);
+  std::memcpy(&w2, scales + 8, 4);
+  const uint32_t o[4] = {w0 & 0x3F3F3F3Fu, (w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4), w1 & 0x3F3F3F3Fu,
+                         ((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)};
+  std::memcpy(out, o, 16);
+}
 
 // Software prefetch of the weight bytes kPrefetch ahead of [p, p + n): with the integer work per
 // byte, a core issues its loads too slowly for the hardware prefetchers to keep DRAM busy
@@ -94,6 +105,53 @@ SPECCHAT_AVX2 void quantize_avx2(const float* x, int r0, int r1, int n_in, Act& 
 
 namespace {
 
+// Integer weights of one 32-value group as the AVX2 kernel feeds them to dot4.
+SPECCHAT_AVX2 inline __m256i k45_u(const uint8_t* qs, const uint8_t* qh, int j) {
+  const __m256i raw = load32(qs + 32 * (j / 2));
+  __m256i q = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
+  if (qh) {
+    const __m256i h = _mm256_srl_epi16(load32(qh), _mm_cvtsi32_si128(j));
+    q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(h, 4), _mm256_set1_epi8(0x10)));
+  }
+  return q;
+}
+
+// q6_K group gi as unsigned 6-bit values (the − 32 is applied through the activation sums).
+SPECCHAT_AVX2 inline __m256i q6_u(const BlockQ6K& k, int gi) {
+  const int h = gi / 4, g = gi % 4;
+  const __m256i l = load32(k.ql + 64 * h + 32 * (g & 1));
+  const __m256i lo = _mm256_and_si256(g >= 2 ? _mm256_srli_epi16(l, 4) : l, _mm256_set1_epi8(0x0F));
+  const __m256i hi =
+      _mm256_and_si256(_mm256_srl_epi16(load32(k.qh + 32 * h), _mm_cvtsi32_si128(2 * g)), _mm256_set1_epi8(0x03));
+  return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+
+// Super-block S of a q4_K/q5_K row: its quants (qh null for q4_K), and d · sc (8 sub-block
+// scales) and dmin · m (8 mins) as f32 products.
+struct K45Block {
+  const uint8_t* qs;
+  const uint8_t* qh;
+  __m256 dsc, dm;
+};
+SPECCHAT_AVX2 inline K45Block k45_block(const uint8_t* row, int S, bool q5) {
+  K45Block b;
+  uint16_t d16, dm16;
+  const uint8_t* scales;
+  if (q5) {
+    const BlockQ5K& k = reinterpret_cast<const BlockQ5K*>(row)[S];
+    b.qs = k.qs, b.qh = k.qh, scales = k.scales, d16 = k.d, dm16 = k.dmin;
+  } else {
+    const BlockQ4K& k = reinterpret_cast<const BlockQ4K*>(row)[S];
+    b.qs = k.qs, b.qh = nullptr, scales = k.scales, d16 = k.d, dm16 = k.dmin;
+  }
+  alignas(16) uint8_t sm[16];
+  k4_scale_bytes(scales, sm);
+  const __m128i smv = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
+  b.dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d16)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv)));
+  b.dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(dm16)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8))));
+  return b;
+}
+
 // G rows of x (tk ..) against R weight rows wr[0 .. R) (a short block repeats its last row, not
 // stored): each weight group is unpacked once for the G rows. Per row of x the operations do not
 // depend on R or G.
@@ -102,7 +160,8 @@ SPECCHAT_AVX2 void rows_rg_avx2(const Act& a, int tk, const uint8_t* const wr[],
                                 int nr) {
   const int8_t* aq[G];
   const float* da[G];
-  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), da[g] = a.drow(tk + g);
+  const float* ds[G];
+  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), da[g] = a.drow(tk + g), ds[g] = a.srow(tk + g);
   const int n_in = a.n_in;
   __m256 F[2][R][G];
   for (int q = 0; q < R; ++q) {
@@ -152,6 +211,70 @@ SPECCHAT_AVX2 void rows_rg_avx2(const Act& a, int tk, const uint8_t* const wr[],
         }
       }
       break;
+    case DType::q4_k:
+    case DType::q5_k: {
+      const bool q5 = t == DType::q5_k;
+      alignas(32) float sq[R][G][8];
+      for (int S = 0; S < n_in / 256; ++S) {
+        const size_t bb = q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
+        for (int q = 0; q < R; ++q) prefetch_block(wr[q] + S * bb, bb);
+        const uint8_t* qs[R];
+        const uint8_t* qh[R];
+        for (int q = 0; q < R; ++q) {
+          const K45Block kb = k45_block(wr[q], S, q5);
+          qs[q] = kb.qs, qh[q] = kb.qh;
+          const __m256 dsc = kb.dsc, dm = kb.dm;
+          for (int g = 0; g < G; ++g) {
+            F[0][q][g] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(ds[g] + 8 * S), F[0][q][g]);
+            _mm256_store_ps(sq[q][g], _mm256_mul_ps(dsc, _mm256_loadu_ps(da[g] + 8 * S)));
+          }
+        }
+        for (int j = 0; j < 8; ++j) {
+          __m256i x[G];
+          for (int g = 0; g < G; ++g) x[g] = load32(aq[g] + 256 * S + 32 * j);
+          for (int q = 0; q < R; ++q) {
+            const __m256i u = k45_u(qs[q], qh[q], j);  // u <= 31
+            for (int g = 0; g < G; ++g) {
+              const __m256i L = dot4(u, x[g]);
+              F[j & 1][q][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_broadcast_ss(&sq[q][g][j]), F[j & 1][q][g]);
+            }
+          }
+        }
+      }
+      break;
+    }
+    case DType::q6_k: {
+      alignas(32) float dsc[R][16];
+      for (int S = 0; S < n_in / 256; ++S) {
+        for (int q = 0; q < R; ++q) prefetch_block(wr[q] + S * sizeof(BlockQ6K), sizeof(BlockQ6K));
+        for (int q = 0; q < R; ++q) {
+          const BlockQ6K& k = reinterpret_cast<const BlockQ6K*>(wr[q])[S];
+          const __m256 d = _mm256_set1_ps(_cvtsh_ss(k.d));
+          const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.scales));
+          _mm256_store_ps(dsc[q], _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+          _mm256_store_ps(dsc[q] + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+        }
+        for (int gi = 0; gi < 8; ++gi) {
+          __m256i x[G], off[G];
+          __m256 dab[G];
+          for (int g = 0; g < G; ++g) {
+            x[g] = load32(aq[g] + 256 * S + 32 * gi);
+            off[g] = _mm256_slli_epi32(dot4(ones, x[g]), 5);  // 32 · Σ a per lane
+            dab[g] = _mm256_set1_ps(da[g][8 * S + gi]);
+          }
+          for (int q = 0; q < R; ++q) {
+            const BlockQ6K& k = reinterpret_cast<const BlockQ6K*>(wr[q])[S];
+            const __m256i u = q6_u(k, gi);  // u <= 63
+            const __m256 sv = _mm256_set_m128(_mm_set1_ps(dsc[q][2 * gi + 1]), _mm_set1_ps(dsc[q][2 * gi]));
+            for (int g = 0; g < G; ++g) {
+              const __m256i L = _mm256_sub_epi32(dot4(u, x[g]), off[g]);
+              F[gi & 1][q][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_mul_ps(sv, dab[g]), F[gi & 1][q][g]);
+            }
+          }
+        }
+      }
+      break;
+    }
     default: break;
   }
   for (int g = 0; g < G; ++g) {
@@ -227,6 +350,9 @@ SPECCHAT_VNNI inline __m512i neg_offset(__m512i x) {
 SPECCHAT_VNNI inline __m512 pair_ps(float a, float b) {
   return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
 }
+SPECCHAT_VNNI inline __m512i pair_idx(int a, int b) {
+  return _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(a), _mm512_set1_epi32(b));
+}
 
 // Rows [tk, tk + G) of x against 4 weight rows; F[g][q] holds F0 in lanes 0-7, F1 in 8-15.
 template <int G>
@@ -234,7 +360,8 @@ SPECCHAT_VNNI void group_avx512(const Act& a, int tk, const uint8_t* const wr[kR
                                 int j0, int nr) {
   const int8_t* aq[G];
   const float* da[G];
-  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), da[g] = a.drow(tk + g);
+  const float* ds[G];
+  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), da[g] = a.drow(tk + g), ds[g] = a.srow(tk + g);
   const int n_in = a.n_in;
   __m512 F[G][kRows];
   for (int g = 0; g < G; ++g) {
@@ -308,6 +435,95 @@ SPECCHAT_VNNI void group_avx512(const Act& a, int tk, const uint8_t* const wr[kR
             const __m256i L = _mm256_dpbusd_epi32(neg[g], u, xv[g]);
             const __m512 s = _mm512_set1_ps(dw * da[g][b]);
             F[g][q] = _mm512_mask3_fmadd_ps(_mm512_castps256_ps512(_mm256_cvtepi32_ps(L)), s, F[g][q], 0x00FF);
+          }
+        }
+      }
+      break;
+    }
+    case DType::q4_k:
+    case DType::q5_k: {
+      const bool q5 = t == DType::q5_k;
+      const __m512i nib_shift = _mm512_mask_blend_epi32(0xFF00, _mm512_setzero_si512(), _mm512_set1_epi16(4));
+      alignas(64) float sq[kRows][G][16] = {};
+      for (int S = 0; S < n_in / 256; ++S) {
+        const size_t bb = q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
+        for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + S * bb, bb);
+        const uint8_t* qs[kRows];
+        const uint8_t* qh[kRows];
+        for (int q = 0; q < kRows; ++q) {
+          const K45Block kb = k45_block(wr[q], S, q5);
+          qs[q] = kb.qs, qh[q] = kb.qh;
+          const __m256 dsc = kb.dsc, dm = kb.dm;
+          for (int g = 0; g < G; ++g) {
+            const __m256 ds8 = _mm256_loadu_ps(ds[g] + 8 * S);
+            F[g][q] = _mm512_mask3_fnmadd_ps(_mm512_castps256_ps512(dm), _mm512_castps256_ps512(ds8), F[g][q], 0x00FF);
+            _mm256_store_ps(sq[q][g], _mm256_mul_ps(dsc, _mm256_loadu_ps(da[g] + 8 * S)));
+          }
+        }
+        for (int h = 0; h < 4; ++h) {
+          const __m512i idx = pair_idx(2 * h, 2 * h + 1);
+          __m512i xv[G];
+          for (int g = 0; g < G; ++g) xv[g] = load64(aq[g] + 256 * S + 64 * h);
+          for (int q = 0; q < kRows; ++q) {
+            // The 32 bytes in both halves, shifted by 0 (low nibbles: sub-block 2h) and 4 (high: 2h + 1).
+            const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs[q] + 32 * h)));
+            __m512i u = _mm512_and_si512(_mm512_srlv_epi16(raw, nib_shift), _mm512_set1_epi8(0x0F));
+            if (q5) {  // bit 2h (low half) and 2h + 1 (high half) of qh, as bit 4
+              const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh[q])));
+              const __m512i cnt = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi16(static_cast<short>(2 * h)),
+                                                          _mm512_set1_epi16(static_cast<short>(2 * h + 1)));
+              u = _mm512_or_si512(u, _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(hb, cnt), 4),
+                                                      _mm512_set1_epi8(0x10)));
+            }
+            for (int g = 0; g < G; ++g) {
+              const __m512i L = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, xv[g]);
+              const __m512 s = _mm512_permutexvar_ps(idx, _mm512_load_ps(sq[q][g]));
+              F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), s, F[g][q]);
+            }
+          }
+        }
+      }
+      break;
+    }
+    case DType::q6_k: {
+      alignas(64) float dsc[kRows][16];
+      for (int S = 0; S < n_in / 256; ++S) {
+        const BlockQ6K* k[kRows];
+        for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + S * sizeof(BlockQ6K), sizeof(BlockQ6K));
+        for (int q = 0; q < kRows; ++q) {
+          k[q] = reinterpret_cast<const BlockQ6K*>(wr[q]) + S;
+          const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k[q]->scales))));
+          _mm512_store_ps(dsc[q], _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(k[q]->d)), sc));
+        }
+        __m512 daz[G];
+        for (int g = 0; g < G; ++g) daz[g] = _mm512_castps256_ps512(_mm256_loadu_ps(da[g] + 8 * S));
+        for (int h = 0; h < 4; ++h) {
+          const int h6 = h / 2, odd = h & 1;
+          const __m512i idxb = pair_idx(2 * h, 2 * h + 1);
+          // lanes 0-3: sub-block 4h, 4-7: 4h + 1, 8-11: 4h + 2, 12-15: 4h + 3
+          const __m512i idxa = _mm512_add_epi32(_mm512_set1_epi32(4 * h), _mm512_srli_epi32(
+                                                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2));
+          const __m512i cnt = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi16(static_cast<short>(4 * odd)),
+                                                      _mm512_set1_epi16(static_cast<short>(4 * odd + 2)));
+          __m512i xv[G], neg[G];
+          __m512 dav[G];
+          for (int g = 0; g < G; ++g) {
+            xv[g] = load64(aq[g] + 256 * S + 64 * h);
+            neg[g] = neg_offset<5>(xv[g]);
+            dav[g] = _mm512_permutexvar_ps(idxb, daz[g]);
+          }
+          for (int q = 0; q < kRows; ++q) {
+            __m512i lo = load64(k[q]->ql + 64 * h6);
+            if (odd) lo = _mm512_srli_epi16(lo, 4);
+            lo = _mm512_and_si512(lo, _mm512_set1_epi8(0x0F));
+            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k[q]->qh + 32 * h6)));
+            const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(hb, cnt), _mm512_set1_epi8(0x03));
+            const __m512i u = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));  // q, i.e. w + 32
+            const __m512 dsv = _mm512_permutexvar_ps(idxa, _mm512_load_ps(dsc[q]));
+            for (int g = 0; g < G; ++g) {
+              const __m512i L = _mm512_dpbusd_epi32(neg[g], u, xv[g]);
+              F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), _mm512_mul_ps(dsv, dav[g]), F[g][q]);
+            }
           }
         }
       }

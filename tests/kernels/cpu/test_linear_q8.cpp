@@ -48,44 +48,6 @@ TEST_CASE("q8 activations: scale max|x| / 127, round half to even, clamp, block 
   CHECK_THROWS_AS(q8::quantize(q8::Isa::generic, odd.data(), 1, 48, a), std::invalid_argument);
 }
 
-TEST_CASE("q8 activations: the k-quants' format has one scale per 256 values and the sums of each 16",
-          "[unit][kernels][linear][quant]") {
-  CHECK(q8::format_for(DType::q4_k) == q8::Format::k256);
-  CHECK(q8::format_for(DType::q5_k) == q8::Format::k256);
-  CHECK(q8::format_for(DType::q6_k) == q8::Format::k256);
-  CHECK(q8::format_for(DType::q8_0) == q8::Format::b32);
-  CHECK(q8::format_for(DType::q4_0) == q8::Format::b32);
-  std::vector<float> x(512, 0.0f);
-  x[0] = 127.0f;  // super-block 0: d = 1
-  x[1] = -63.5f;  // -64 (half to even)
-  x[17] = 3.0f;   // the second 16
-  x[300] = -2.0f;  // super-block 1: d = 2 / 127, -127
-  x[301] = 1.0f;   // 63.5 -> 64
-  for (const q8::Isa isa : {q8::Isa::generic, q8::Isa::avx2, q8::Isa::avx512}) {
-    if (!q8::isa_supported(isa)) continue;
-    q8::Act a;
-    q8::quantize(isa, x.data(), 1, 512, a, nullptr, q8::Format::k256);
-    INFO("isa " << static_cast<int>(isa));
-    CHECK(a.block() == 256);
-    CHECK(a.d[0] == 1.0f);
-    CHECK(a.d[1] == 2.0f / 127.0f);
-    CHECK(a.q[0] == 127);
-    CHECK(a.q[1] == -64);
-    CHECK(a.q[300] == -127);
-    CHECK(a.q[301] == 64);
-    CHECK(a.bsum[0] == 127 - 64);
-    CHECK(a.bsum[1] == 3);
-    CHECK(a.bsum[300 / 16] == -127 + 64);
-  }
-  q8::Act a;
-  CHECK_THROWS_AS(q8::quantize(q8::Isa::generic, x.data(), 1, 288, a, nullptr, q8::Format::k256), std::invalid_argument);
-  // Activations in one format are refused by weights of the other.
-  q8::quantize(q8::Isa::generic, x.data(), 1, 256, a);
-  std::vector<float> y(4);
-  const std::vector<uint8_t> w = random_blocks(DType::q4_k, 4, 5);
-  CHECK_THROWS_AS(q8::rows(q8::Isa::generic, a, w.data(), DType::q4_k, y.data(), 4, 0, 4), std::invalid_argument);
-}
-
 TEST_CASE("q8 activations: every variant gives the scalar twin's bits on random blocks", "[unit][kernels][linear][quant]") {
   const std::pair<cpu::LinearIsa, const char*> isas[] = {{cpu::LinearIsa::avx2, "avx2"}, {cpu::LinearIsa::avx512, "avx512"}};
   int ran = 0;
@@ -120,11 +82,9 @@ TEST_CASE("q8 activations: every variant gives the scalar twin's bits on random 
 }
 
 TEST_CASE("q8 activations: the error stays within what rounding x to 8 bits allows", "[unit][kernels][linear][quant]") {
-  // |Σ w_i (x_i − x̂_i)| <= Σ_b (max|x|_b / 254) Σ_{i in b} |w_i|, plus f32 summation error; b
-  // the activation blocks of the type's format (32 values; 256 for the k-quants).
+  // |Σ w_i (x_i − x̂_i)| <= Σ_b (max|x|_b / 254) Σ_{i in b} |w_i|, plus f32 summation error.
   const int n_in = 1024, n_out = 13, n = 3;
   for (DType t : kBlockTypes) {
-    const int ab = q8::format_for(t) == q8::Format::k256 ? q8::kSuper : q8::kBlock;
     const std::vector<uint8_t> w = quantized_weights(t, n_out, n_in, 3);
     const std::vector<float> x = uniform(static_cast<size_t>(n) * n_in, 1.0f, 4);
     std::vector<float> got(static_cast<size_t>(n) * n_out), exact(got.size());
@@ -137,9 +97,9 @@ TEST_CASE("q8 activations: the error stays within what rounding x to 8 bits allo
       for (int r = 0; r < n; ++r) {
         const float* xr = x.data() + static_cast<size_t>(r) * n_in;
         double bound = 0, mag = 0;
-        for (int b = 0; b < n_in / ab; ++b) {
+        for (int b = 0; b < n_in / 32; ++b) {
           double amax = 0, wsum = 0;
-          for (int i = ab * b; i < ab * b + ab; ++i) {
+          for (int i = 32 * b; i < 32 * b + 32; ++i) {
             amax = std::max(amax, std::fabs(static_cast<double>(xr[i])));
             wsum += std::fabs(static_cast<double>(wrow[static_cast<size_t>(i)]));
             mag += std::fabs(static_cast<double>(xr[i]) * wrow[static_cast<size_t>(i)]);
