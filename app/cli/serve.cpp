@@ -72,6 +72,7 @@ const std::vector<Flag>& flags() {
       SPECCHAT_FLAG("--api-key", api_key),
       SPECCHAT_FLAG("--pipo", pipo),
       SPECCHAT_FLAG("--pipo-threshold", pipo_threshold),
+      SPECCHAT_FLAG("--pipo-fidelity", pipo_fidelity),
   };
 #undef SPECCHAT_FLAG
   return v;
@@ -128,8 +129,18 @@ std::unique_ptr<serve::PipoService> start_pipo(const ServeConfig& c, const std::
   PipoUnit unit = serve::load_serve_pipo_unit(path, target_path, pair.target->vocab(), pair.target->n_ctx(), c.threads,
                                               pair.target->backend_kind(), parse_kv_type(c.kv_type));
   const std::string backbone = unit.backbone->path(), mtp = unit.mtp->path(), io = serve::pipo_part_file(unit.info, "io");
+  std::unique_ptr<LlamaModel> plain;
+  if (c.pipo_fidelity > 0) {  // the gauge's own copy: the served one belongs to the batched engine
+    LlamaModel::Options po;
+    po.n_threads = c.threads;
+    po.backend = pair.target->backend_kind();
+    po.kv_type = parse_kv_type(c.kv_type);
+    po.activations = parse_activations(c.activations);
+    po.n_ctx = pair.target->n_ctx();
+    plain = LlamaModel::load(target_path, po);
+  }
   auto svc = std::make_unique<serve::PipoService>(std::move(unit), c.pipo_threshold, pair.target->n_ctx(), c.queue,
-                                                  metrics);
+                                                  metrics, std::move(plain), c.pipo_fidelity);
   svc->warm_up(pair.encode_prompt("Hello"));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const PipoReleaseInfo& info = svc->info();
@@ -139,7 +150,8 @@ std::unique_ptr<serve::PipoService> start_pipo(const ServeConfig& c, const std::
   log.info("start-up: PIPO release '" + info.release + "' (" + info.manifest_path + ") loaded: backbone " + backbone +
            ", MTP head " + mtp + ", compressor + confidence head " + io + "; acceptance_threshold " + thr +
            ", pair_size 2, extra_draft_tokens 1, context " + std::to_string(svc->raw_limit()) + " raw tokens / " +
-           std::to_string(svc->latent_context()) + " pairs (" + std::to_string(static_cast<long>(ms)) + " ms)");
+           std::to_string(svc->latent_context()) + " pairs (" + std::to_string(static_cast<long>(ms)) + " ms)" +
+           (c.pipo_fidelity > 0 ? "; fidelity gauge 1 step in " + std::to_string(c.pipo_fidelity) : std::string()));
   log.info(std::string("start-up: PIPO is approximate (") + serve::kPipoLabel +
            "); only requests with \"decode_mode\": \"pipo\" use it");
   return svc;
@@ -223,6 +235,10 @@ void add_serve_options(CLI::App& cmd, ServeOptions& o) {
   cmd.add_option("--pipo-threshold", f.pipo_threshold,
                  "default PIPO acceptance_threshold in [0, 1] (default: the release's recommended)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--pipo-fidelity", f.pipo_fidelity,
+                 "PIPO fidelity gauge: every N steps, the KL of token 1 against the plain target (loads a second "
+                 "copy of the target; 0 = off, the default)")
+      ->check(CLI::Range(0, 1000000));
 }
 
 int cmd_serve(ServeOptions& o) {

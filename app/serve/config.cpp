@@ -109,6 +109,7 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"pipo_pair_size", [](auto& k, auto& v, auto& c) { c.pipo_pair_size = get_int32(k, v); }},
       {"pipo_extra_draft_tokens", [](auto& k, auto& v, auto& c) { c.pipo_extra_draft_tokens = get_int32(k, v); }},
+      {"pipo_fidelity", [](auto& k, auto& v, auto& c) { c.pipo_fidelity = get_int32(k, v); }},
   };
   return m;
 }
@@ -180,6 +181,10 @@ void validate_config(const ServeConfig& c) {
   if (c.pipo_threshold != ServeConfig::kPipoThresholdUnset) {
     check_range("pipo_threshold", c.pipo_threshold, 0, 1);
     if (c.pipo.empty()) throw ConfigError("pipo_threshold (--pipo-threshold) needs a PIPO release (pipo / --pipo DIR)");
+  }
+  if (c.pipo_fidelity != 0) {
+    check_range("pipo_fidelity", c.pipo_fidelity, 0, 1000000);
+    if (c.pipo.empty()) throw ConfigError("pipo_fidelity (--pipo-fidelity) needs a PIPO release (pipo / --pipo DIR)");
   }
   if (c.pipo_pair_size != 2) {
     throw ConfigError("pipo_pair_size is fixed at 2 (tokens per latent; got " + std::to_string(c.pipo_pair_size) + ")");

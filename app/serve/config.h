@@ -61,6 +61,9 @@ struct ServeConfig {
   double pipo_threshold = kPipoThresholdUnset;  // acceptance_threshold default, [0, 1]; unset = the release's
   int pipo_pair_size = 2;           // fixed at 2 (tokens per latent); anything else is refused
   int pipo_extra_draft_tokens = 1;  // fixed at 1 (tokens the MTP head adds per step)
+  // The fidelity gauge: every this many steps of a PIPO reply, the KL of token 1 against the
+  // plain target (a second copy of the target, loaded for it); 0 = off (the default).
+  int pipo_fidelity = 0;
   static constexpr double kPipoThresholdUnset = -1.0;
 };
 

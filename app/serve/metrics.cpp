@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +90,9 @@ void ServeMetrics::on_pipo(const PipoTotals& t) {
   pipo_.raw_tokens += t.raw_tokens;
   pipo_.latent_pairs += t.latent_pairs;
   pipo_.raw_length += t.raw_length;
+  pipo_.fidelity_samples += t.fidelity_samples;
+  pipo_.fidelity_kl_sum += t.fidelity_kl_sum;
+  pipo_.fidelity_kl_max = std::max(pipo_.fidelity_kl_max, t.fidelity_kl_max);
 }
 
 void ServeMetrics::set_pipo_load(int processing, int deferred) {
@@ -211,6 +215,14 @@ std::string ServeMetrics::render() const {
   scalar(o, "pipo_raw_length_tokens_total", "counter",
          "Raw tokens those latent pairs stand for, summed (over pipo_latent_pairs_total: the compression applied).",
          static_cast<double>(pipo_.raw_length));
+  scalar(o, "pipo_fidelity_samples_total", "counter",
+         "PIPO fidelity gauge samples (serve --pipo-fidelity N: 1 step in N compared with the plain target).",
+         static_cast<double>(pipo_.fidelity_samples));
+  scalar(o, "pipo_fidelity_kl_nats_total", "counter",
+         "Sum over those samples of KL(plain target || PIPO) of token 1, in nats (over the samples: the mean).",
+         pipo_.fidelity_kl_sum);
+  scalar(o, "pipo_fidelity_kl_max_nats", "gauge", "The largest KL(plain target || PIPO) of token 1 sampled, in nats.",
+         pipo_.fidelity_kl_max);
   scalar(o, "pipo_requests_processing", "gauge", "PIPO requests being decoded now (one at a time).", pipo_processing_);
   scalar(o, "pipo_requests_deferred", "gauge", "PIPO requests waiting for the PIPO unit.", pipo_deferred_);
   if (!pipo_release_.empty()) {

@@ -11,8 +11,11 @@
 //   release): counters specchat:pipo_requests_total, pipo_steps_total, pipo_head_runs_total,
 //   pipo_token2_accepted_total, pipo_raw_tokens_total (tokens PIPO decoding emitted),
 //   pipo_latent_pairs_total and pipo_raw_length_tokens_total (the pairs each reply's sequence
-//   held at its end and the raw tokens they stand for: their ratio is the compression applied);
-//   gauges pipo_requests_processing, pipo_requests_deferred; and, with a release loaded,
+//   held at its end and the raw tokens they stand for: their ratio is the compression applied),
+//   pipo_fidelity_samples_total and pipo_fidelity_kl_nats_total (the fidelity gauge, serve
+//   --pipo-fidelity N: KL of token 1 against the plain target on 1 step in N, summed);
+//   gauges pipo_fidelity_kl_max_nats, pipo_requests_processing, pipo_requests_deferred; and,
+//   with a release loaded,
 //   specchat:pipo_release_info{release="<id>"} 1.
 // The token counters are the sums of the finished requests' `timings` (prompt_n, predicted_n,
 // draft_n, draft_n_accepted; PIPO replies add their prompt_n and predicted_n, and draft nothing
@@ -49,6 +52,10 @@ struct PipoTotals {
   // false: the reply was cut off by a timeout or a cancel (its work is summed, but it is not
   // counted in pipo_requests_total; requests_total{outcome} has it).
   bool completed = true;
+  // The fidelity gauge's samples in this reply (serve --pipo-fidelity): KL(plain ‖ PIPO) of
+  // token 1, in nats.
+  long fidelity_samples = 0;
+  double fidelity_kl_sum = 0, fidelity_kl_max = 0;
 };
 
 class ServeMetrics {

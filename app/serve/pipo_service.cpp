@@ -60,8 +60,11 @@ std::string pipo_part_file(const PipoReleaseInfo& info, const std::string& slot)
   return (std::filesystem::path(info.manifest_path).parent_path() / m["parts"][slot]["file"].get<std::string>()).string();
 }
 
-PipoService::PipoService(PipoUnit unit, double threshold, int raw_context, int queue, ServeMetrics& metrics)
-    : unit_(std::move(unit)), raw_context_(raw_context), queue_cap_(queue), metrics_(metrics) {
+PipoService::PipoService(PipoUnit unit, double threshold, int raw_context, int queue, ServeMetrics& metrics,
+                         std::unique_ptr<LlamaModel> plain, int fidelity_every)
+    : unit_(std::move(unit)), raw_context_(raw_context), queue_cap_(queue), metrics_(metrics), plain_(std::move(plain)),
+      fidelity_every_(fidelity_every) {
+  if (plain_ && fidelity_every_ < 1) throw std::invalid_argument("PipoService: fidelity_every must be at least 1");
   if (raw_context < 1) throw std::invalid_argument("PipoService: raw_context must be at least 1");
   if (queue < 0) throw std::invalid_argument("PipoService: queue must not be negative");
   threshold_ = threshold < 0 ? unit_.info.recommended_threshold : static_cast<float>(threshold);
@@ -216,6 +219,10 @@ void PipoService::run(Job& job) {
   g.settings = settings(job.pipo_threshold);
   g.stop_ids.push_back(v.eos_id);
   if (v.eot_id >= 0) g.stop_ids.push_back(v.eot_id);
+  PipoFidelity fidelity;  // this reply's samples
+  fidelity.plain = plain_.get();
+  fidelity.every = fidelity_every_;
+  g.fidelity = plain_ ? &fidelity : nullptr;
   bool timed_out = false;
   const auto keep_going = [&] {
     if (Clock::now() > job.deadline) timed_out = true;
@@ -275,6 +282,13 @@ void PipoService::run(Job& job) {
   t.latent_pairs = report["latent_length"].get<long>();
   t.raw_length = report["raw_length"].get<long>();
   t.completed = !timed_out && !job.cancel.load();
+  t.fidelity_samples = fidelity.samples;
+  t.fidelity_kl_sum = fidelity.kl_sum;
+  t.fidelity_kl_max = fidelity.kl_max;
+  if (plain_) {
+    report["fidelity"] = {{"every", fidelity.every}, {"samples", fidelity.samples}, {"mean_kl", fidelity.mean_kl()},
+                          {"max_kl", fidelity.kl_max}, {"monitor_ms", 1000.0 * rep.monitor_s}};
+  }
   metrics_.on_generation(st);
   metrics_.on_pipo(t);
   // The gauges show the unit idle before the client hears back (a /metrics read right after a

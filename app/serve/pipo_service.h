@@ -56,7 +56,10 @@ class PipoService {
   // raw tokens (the served target's n_ctx; > 0). `queue`: jobs that may wait beyond the one
   // running (submit refuses past it). Throws PipoError(bad_setting) for a threshold above 1 or
   // not finite, std::invalid_argument for raw_context < 1 or queue < 0.
-  PipoService(PipoUnit unit, double threshold, int raw_context, int queue, ServeMetrics& metrics);
+  // `plain` (optional): a copy of the plain target for the fidelity gauge, sampled on 1 step in
+  // `fidelity_every` (> 0 with plain).
+  PipoService(PipoUnit unit, double threshold, int raw_context, int queue, ServeMetrics& metrics,
+              std::unique_ptr<LlamaModel> plain = nullptr, int fidelity_every = 0);
   ~PipoService();  // stop()
   PipoService(const PipoService&) = delete;
   PipoService& operator=(const PipoService&) = delete;
@@ -104,6 +107,8 @@ class PipoService {
   int raw_context_ = 0, queue_cap_ = 0;
   ServeMetrics& metrics_;
   std::unique_ptr<PipoSession> session_;  // over unit_ (declared after it)
+  std::unique_ptr<LlamaModel> plain_;     // the fidelity gauge's target; null = off
+  int fidelity_every_ = 0;
 
   mutable std::mutex qm_;
   std::condition_variable qcv_;

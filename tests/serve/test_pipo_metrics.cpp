@@ -211,3 +211,22 @@ TEST_CASE("pipo report: the response's extension object", "[unit][pipo]") {
   const json l = pipo_label_json();
   CHECK(l == json{{"approximate", true}, {"label", "approximate: not verified by the target"}});
 }
+
+TEST_CASE("pipo metrics: the fidelity gauge's samples and KL are summed, the largest kept", "[unit][pipo]") {
+  ServeMetrics m;
+  PipoTotals a;
+  a.fidelity_samples = 3;
+  a.fidelity_kl_sum = 0.3;
+  a.fidelity_kl_max = 0.2;
+  PipoTotals b;
+  b.fidelity_samples = 1;
+  b.fidelity_kl_sum = 0.5;
+  b.fidelity_kl_max = 0.5;
+  m.on_pipo(a);
+  m.on_pipo(b);
+  const std::string t = m.render();
+  CHECK(sample(t, "specchat:pipo_fidelity_samples_total") == 4);
+  CHECK(sample(t, "specchat:pipo_fidelity_kl_nats_total") == Approx(0.8));
+  CHECK(sample(t, "specchat:pipo_fidelity_kl_max_nats") == Approx(0.5));
+  CHECK(has_line(t, "# TYPE specchat:pipo_fidelity_kl_max_nats gauge"));
+}

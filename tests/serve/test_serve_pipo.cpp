@@ -339,3 +339,34 @@ TEST_CASE("serve --pipo refuses a release made from another target at start-up",
   CHECK(b.exit_code == 2);
   CHECK(b.err.find("pipo_extra_draft_tokens") != std::string::npos);
 }
+
+TEST_CASE("serve --pipo-fidelity samples the KL of token 1 into the reply and /metrics", "[model][serve][pipo]") {
+  // Issue 16 "Monitoring": the fidelity gauge was in the CLI only.
+  BoundUnit u;
+  ServeProcess srv({"--draft", "none", "--parallel", "1", "--pipo", u.dir(), "--pipo-threshold", "0.3",
+                    "--pipo-fidelity", "2"});
+  INFO(srv.log());
+  CHECK(srv.log().find("fidelity gauge 1 step in 2") != std::string::npos);
+  httplib::Client c("127.0.0.1", srv.port());
+  c.set_read_timeout(120, 0);
+  const Reply r = post(c, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"decode_mode", "pipo"}});
+  INFO(r.raw);
+  REQUIRE(r.status == 200);
+  const json& f = r.body["pipo"]["fidelity"];
+  REQUIRE(f.is_object());
+  CHECK(f["every"] == 2);
+  const int samples = f["samples"];
+  CHECK(samples >= 1);
+  CHECK(samples <= r.body["pipo"]["steps"].get<int>());
+  CHECK(f["mean_kl"].get<double>() >= 0);
+  CHECK(f["max_kl"].get<double>() >= f["mean_kl"].get<double>());
+  const std::string m = get_text(c, "/metrics");
+  CHECK(sample(m, "specchat:pipo_fidelity_samples_total") == samples);
+  CHECK(sample(m, "specchat:pipo_fidelity_kl_nats_total") == Approx(f["mean_kl"].get<double>() * samples).epsilon(1e-6));
+  CHECK(sample(m, "specchat:pipo_fidelity_kl_max_nats") == Approx(f["max_kl"].get<double>()));
+  CHECK(srv.stop() == 0);
+  // Without a release the setting is refused.
+  const CliResult bad = run_cli({"serve", "--port", "0", "--draft", "none", "--pipo-fidelity", "4"}, 60);
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("pipo_fidelity") != std::string::npos);
+}
