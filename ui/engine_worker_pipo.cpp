@@ -61,6 +61,15 @@ QString finish_of(const std::string& stop_reason) {
   return QString::fromUtf8(finish_reason_name(FinishReason::length));
 }
 
+// The fidelity gauge's figures so far into the live panel's (nothing when it is off).
+void copy_fidelity(const PipoFidelity* f, PipoLive& p) {
+  if (!f) return;
+  p.fidelity_every = f->every;
+  p.fidelity_samples = f->samples;
+  p.fidelity_mean_kl = f->mean_kl();
+  p.fidelity_max_kl = f->kl_max;
+}
+
 // The threshold a choice asks for: its own, else the release's recommendation.
 float threshold_of(const PipoChoice& c, const PipoUnit& u) {
   return c.threshold >= 0 ? c.threshold : u.info.recommended_threshold;
@@ -132,10 +141,12 @@ PipoRun run_pipo(PipoSession& s, const PipoUnit& u, const std::vector<int32_t>& 
     p.latent_length = prompt_pairs + static_cast<int>(p.steps);
     p.raw_length = st.n_prompt + static_cast<int>(p.raw_tokens);
     ++step;
+    copy_fidelity(g.fidelity, p);
     sink();
     return !cancel.load();
   };
   out.reply = pipo_generate(s, pairs, g);
+  copy_fidelity(g.fidelity, p);
   const PipoReply& r = out.reply;
   // The reply's own figures win over the running ones (the head runs are only known here).
   p.steps = r.counters.steps;
@@ -201,7 +212,8 @@ void EngineWorker::loadPipo(const PipoChoice& c) {
     if (!pair_) throw ModelError("PIPO needs the target model, which is not loaded");
     const int raw_limit = c.raw_context > 0 ? c.raw_context : pair_->target->n_ctx();
     const std::string target = pair_->target->path();
-    if (pipo_ && pipo_->folder == folder && pipo_->raw_limit == raw_limit && pipo_->plain_target == target) {
+    if (pipo_ && pipo_->folder == folder && pipo_->raw_limit == raw_limit && pipo_->plain_target == target &&
+        pipo_->fidelity_every == c.fidelity_every) {
       const float thr = threshold_of(c, pipo_->unit);
       if (thr != pipo_->settings.acceptance_threshold) {
         PipoSettings ps = pipo_->settings;
@@ -241,6 +253,16 @@ void EngineWorker::loadPipo(const PipoChoice& c) {
     e->plain_target = target;
     e->raw_limit = raw_limit;
     e->settings = ps;
+    if (c.fidelity_every > 0) {
+      LlamaModel::Options po;
+      po.n_threads = options_.n_threads;
+      po.backend = lo.backbone.backend;
+      po.kv_type = options_.kv_type;
+      po.activations = options_.activations;
+      po.n_ctx = std::min(raw_limit, pair_->target->n_ctx());
+      e->plain = LlamaModel::load(target, po);
+      e->fidelity_every = c.fidelity_every;
+    }
     st.loaded = true;
     st.release = QString::fromStdString(e->unit.info.release);
     st.backbone = QString::fromStdString(e->unit.backbone->path());
@@ -295,6 +317,10 @@ void EngineWorker::generatePipo(const GenerateJob& job, GenerationSummary& out) 
   g.settings = e.settings;
   g.stop_ids.push_back(v.eos_id);
   if (v.eot_id >= 0) g.stop_ids.push_back(v.eot_id);
+  PipoFidelity fidelity;  // this reply's samples (Settings › PIPO › Fidelity gauge)
+  fidelity.plain = e.plain.get();
+  fidelity.every = e.fidelity_every;
+  g.fidelity = e.plain ? &fidelity : nullptr;
 
   LiveStats live;
   live.job_id = job.id;

@@ -59,7 +59,8 @@ LivePanel::LivePanel(QWidget* parent)
       pipo_tps_(value_label("livePipoTokensPerStep")),
       pipo_length_(value_label("livePipoLength")),
       pipo_timing_(value_label("livePipoTiming")),
-      pipo_cache_(value_label("livePipoCache")) {
+      pipo_cache_(value_label("livePipoCache")),
+      pipo_fidelity_(value_label("livePipoFidelity")) {
   setObjectName(QStringLiteral("livePanel"));
   spark_->setObjectName(QStringLiteral("liveSparkline"));
   hist_->setObjectName(QStringLiteral("liveHistogram"));
@@ -117,6 +118,10 @@ LivePanel::LivePanel(QWidget* parent)
   pf->addRow(tr("Latent / raw"), pipo_length_);
   pf->addRow(tr("TTFT / TPOT"), pipo_timing_);
   pf->addRow(tr("Cache"), pipo_cache_);
+  pipo_fidelity_->setWordWrap(true);
+  pipo_fidelity_->setToolTip(tr("KL(plain target ‖ PIPO) of token 1, sampled on 1 step in N (Settings › PIPO › "
+                                "Fidelity gauge): how far PIPO's first token is from what the target alone would say"));
+  pf->addRow(tr("Fidelity"), pipo_fidelity_);
   pipo_box_->hide();
 
   auto* layout = new QVBoxLayout(this);
@@ -209,6 +214,17 @@ void LivePanel::setPipo(const LiveStats& s) {
                            .arg(p.reused_pairs)
                            .arg(p.prompt_pairs)
                            .arg(p.from_latents ? tr("continued the stored latents") : tr("prefilled in pairs")));
+  if (p.fidelity_every <= 0) {
+    pipo_fidelity_->setText(tr("off"));
+  } else if (p.fidelity_samples == 0) {
+    pipo_fidelity_->setText(tr("no sample yet (1 step in %1)").arg(p.fidelity_every));
+  } else {
+    pipo_fidelity_->setText(tr("KL %1 nats mean, %2 max (%3 samples, 1 step in %4)")
+                                .arg(p.fidelity_mean_kl, 0, 'f', 3)
+                                .arg(p.fidelity_max_kl, 0, 'f', 3)
+                                .arg(p.fidelity_samples)
+                                .arg(p.fidelity_every));
+  }
 }
 
 }  // namespace specchat::ui

@@ -63,6 +63,7 @@ class LivePanel : public QWidget {
   QLabel* pipo_length_;
   QLabel* pipo_timing_;
   QLabel* pipo_cache_;
+  QLabel* pipo_fidelity_;
   void setPipo(const LiveStats& s);  // the PIPO section (shown for PIPO replies only)
 };
 

@@ -22,6 +22,10 @@ struct PipoEngine {
   int raw_limit = 0;                      // raw tokens (the setting, or the target's context)
   PipoSettings settings;                  // raw_context = raw_limit; the threshold per request
   PipoStatus status;                      // what pipoStatusChanged said of it
+  // The fidelity gauge (PipoChoice::fidelity_every > 0): a copy of the plain target of its own
+  // (the chat's belongs to the pair, whose sequences the app server also uses).
+  std::unique_ptr<LlamaModel> plain;
+  int fidelity_every = 0;
 };
 
 }  // namespace specchat::ui

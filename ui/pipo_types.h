@@ -33,9 +33,13 @@ struct PipoChoice {
   // The user-facing context limit in raw tokens; 0 = the plain target's context. The latent
   // limit (pairs the backbone's KV cache holds) is derived: min(backbone context, raw limit).
   int raw_context = 0;
+  // The fidelity gauge: every this many steps, the KL of token 1 against the plain target (a
+  // second copy of the target loaded for it); 0 = off (the default).
+  int fidelity_every = 0;
   // pair_size and extra_draft_tokens are fixed by the design (2 and 1): shown, not stored.
   bool operator==(const PipoChoice& o) const {
-    return enabled == o.enabled && release == o.release && threshold == o.threshold && raw_context == o.raw_context;
+    return enabled == o.enabled && release == o.release && threshold == o.threshold && raw_context == o.raw_context &&
+           fidelity_every == o.fidelity_every;
   }
   bool operator!=(const PipoChoice& o) const { return !(*this == o); }
 };
@@ -70,6 +74,10 @@ struct PipoLive {
   double ttft_ms = 0, tpot_ms = 0;
   float threshold = 0;
   int raw_context = 0, latent_context = 0;
+  // The fidelity gauge (PipoChoice::fidelity_every; 0 = off): this reply's samples of
+  // KL(plain target ‖ PIPO) of token 1, in nats.
+  int fidelity_every = 0, fidelity_samples = 0;
+  double fidelity_mean_kl = 0, fidelity_max_kl = 0;
   double acceptance_rate() const { return head_runs ? static_cast<double>(accepted) / static_cast<double>(head_runs) : 0.0; }
   double tokens_per_step() const { return steps ? static_cast<double>(raw_tokens) / static_cast<double>(steps) : 0.0; }
   // Decode tokens/s after the first step: 1000 / tpot_ms (0 when unknown).

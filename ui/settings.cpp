@@ -96,6 +96,7 @@ AppSettings load_settings(const QString& file) {
   g.pipo.threshold = static_cast<float>(read_double(*q, "pipo/threshold", g.pipo.threshold, -1, 1));
   if (g.pipo.threshold < 0) g.pipo.threshold = -1.0f;  // the release's recommended threshold
   g.pipo.raw_context = read_int(*q, "pipo/raw_context", g.pipo.raw_context, 0, 16 * 1024 * 1024);
+  g.pipo.fidelity_every = read_int(*q, "pipo/fidelity_every", g.pipo.fidelity_every, 0, 1000000);
   s.theme = q->value(QStringLiteral("ui/theme"), s.theme).toString();
   s.model_folders = q->value(QStringLiteral("models/folders")).toStringList();
   s.recent_models = q->value(QStringLiteral("models/recent")).toStringList();
@@ -144,6 +145,7 @@ bool save_settings(const AppSettings& s, const QString& file) {
   q->setValue(QStringLiteral("pipo/release"), g.pipo.release.trimmed());
   q->setValue(QStringLiteral("pipo/threshold"), g.pipo.threshold < 0 ? -1.0 : float_setting(g.pipo.threshold));
   q->setValue(QStringLiteral("pipo/raw_context"), g.pipo.raw_context);
+  q->setValue(QStringLiteral("pipo/fidelity_every"), g.pipo.fidelity_every);
   q->setValue(QStringLiteral("ui/theme"), s.theme);
   q->setValue(QStringLiteral("models/folders"), s.model_folders);
   q->setValue(QStringLiteral("models/recent"), s.recent_models);

@@ -283,7 +283,7 @@ void SettingsDialog::updateEnabled() {
   server_key_->setEnabled(serving);
   server_parallel_->setEnabled(serving);
   const bool pipo = pipo_enabled_ && pipo_enabled_->isChecked();
-  for (QWidget* w : std::initializer_list<QWidget*>{pipo_release_, pipo_threshold_, pipo_raw_context_}) {
+  for (QWidget* w : std::initializer_list<QWidget*>{pipo_release_, pipo_threshold_, pipo_raw_context_, pipo_fidelity_}) {
     if (w) w->setEnabled(pipo);
   }
 }

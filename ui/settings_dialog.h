@@ -88,6 +88,7 @@ class SettingsDialog : public QDialog {
   QLabel* pipo_info_ = nullptr;
   QDoubleSpinBox* pipo_threshold_ = nullptr;
   QSpinBox* pipo_raw_context_ = nullptr;
+  QSpinBox* pipo_fidelity_ = nullptr;
   QLabel* pipo_latent_ = nullptr;
   int pipo_backbone_ctx_ = 0;  // from the manifest's backbone header (0 = unknown)
   QLabel* check_;

@@ -93,6 +93,15 @@ QGroupBox* SettingsDialog::buildPipo(const PipoChoice& c) {
   pipo_raw_context_->setToolTip(tr("The conversation's limit in tokens. The backbone's cache holds pairs, so a step "
                                    "that keeps one token spends a whole pair on it"));
   form->addRow(tr("Context (raw tokens):"), pipo_raw_context_);
+  pipo_fidelity_ = new QSpinBox;
+  pipo_fidelity_->setObjectName(QStringLiteral("pipoFidelitySpin"));
+  pipo_fidelity_->setRange(0, 1000000);
+  pipo_fidelity_->setSpecialValueText(tr("off"));
+  pipo_fidelity_->setPrefix(tr("1 step in "));
+  pipo_fidelity_->setValue(c.fidelity_every);
+  pipo_fidelity_->setToolTip(tr("Fidelity gauge: on 1 step in N, the KL of token 1 against the plain target, shown in "
+                                "the live panel. Loads a second copy of the target"));
+  form->addRow(tr("Fidelity gauge:"), pipo_fidelity_);
   pipo_latent_ = new QLabel;
   pipo_latent_->setObjectName(QStringLiteral("pipoLatentLabel"));
   pipo_latent_->setWordWrap(true);
@@ -141,6 +150,7 @@ void SettingsDialog::readPipo(AppSettings& s) const {
   const double t = pipo_threshold_->value();
   c.threshold = t < 0 ? -1.0f : static_cast<float>(t);
   c.raw_context = pipo_raw_context_->value();
+  c.fidelity_every = pipo_fidelity_->value();
 }
 
 }  // namespace specchat::ui

@@ -473,3 +473,40 @@ TEST_CASE("gui pipo: Continue resumes a cut PIPO reply from its latents", "[gui]
   CHECK(specchat::pairs_to_raw(r[0].second->pairs).size() > cut.token_ids.size());
   CHECK(last_record_stats(db, r[0].first.id)["from_latents"] == true);
 }
+
+TEST_CASE("gui pipo: the fidelity gauge shows the KL of token 1 in the live panel", "[gui][model][pipo]") {
+  // Issue 16 "Monitoring": the live panel had no fidelity gauge (the CLI's --pipo-fidelity only).
+  BoundUnit unit;
+  QTemporaryDir dir;
+  GenerationSettings s = pipo_settings(unit.dir());
+  s.max_tokens = 12;
+  s.pipo.fidelity_every = 2;
+  {  // the setting round trips
+    AppSettings a;
+    a.generation = s;
+    REQUIRE(save_settings(a, dir.filePath(QStringLiteral("s.ini"))));
+    CHECK(load_settings(dir.filePath(QStringLiteral("s.ini"))).generation.pipo.fidelity_every == 2);
+    SettingsDialog d(a);
+    auto* spin = d.findChild<QSpinBox*>(QStringLiteral("pipoFidelitySpin"));
+    REQUIRE(spin);
+    CHECK(spin->value() == 2);
+    spin->setValue(0);
+    CHECK(d.settings().generation.pipo.fidelity_every == 0);
+  }
+  specchat::test::ModelApp app(dir.filePath(QStringLiteral("chat.sqlite")), s);
+  const AnalysisTools tools = install_analysis_tools(app.window, app.engine.worker(), &app.controller);
+  REQUIRE(wait_until([&] { return app.controller.pipoStatus().loaded; }, kTimeoutMs));
+  app.controller.send(QStringLiteral("Tell me a story."));
+  REQUIRE(app.waitIdle());
+  REQUIRE(wait_until([&] { return tools.live_panel->stats().pipo && tools.live_panel->stats().finished; }, kWaitMs));
+  const PipoLive& live = tools.live_panel->stats().pipo_live;
+  CHECK(live.fidelity_every == 2);
+  CHECK(live.fidelity_samples >= 1);
+  CHECK(live.fidelity_samples <= live.steps);
+  CHECK(live.fidelity_mean_kl >= 0);
+  CHECK(live.fidelity_max_kl >= live.fidelity_mean_kl);
+  const QString text = tools.live_panel->findChild<QLabel*>(QStringLiteral("livePipoFidelity"))->text();
+  INFO(text.toStdString());
+  CHECK(text.contains(QStringLiteral("nats mean")));
+  CHECK(text.contains(QStringLiteral("1 step in 2")));
+}
