@@ -251,6 +251,7 @@ int cmd_compare_pipo(const CommonOptions& o) {
   std::string text;
   PipoSession s(r.unit);
   (void)run_reply(r, s, pair_align_ids(r.prompt), o, false, &text);  // warm-up: pages and pool, as the baseline's
+  r.fidelity = PipoFidelity{r.fidelity.plain, r.fidelity.seq, r.fidelity.every};  // the warm-up's samples do not count
   PipoSession cold(r.unit);  // from an empty cache, like the baseline's run
   std::vector<int32_t> pv;
   const PipoReply p = run_reply(r, cold, pair_align_ids(r.prompt), o, false, &text, &pv);

@@ -240,3 +240,15 @@ TEST_CASE("cli: generate --pipo text keeps the reply's leading space and ends at
   CHECK(utf8_sanitize(kept) == stext);
   CHECK(stopped.json["pipo"]["stop_reason"] == "stop");
 }
+
+TEST_CASE("cli: compare --pipo-fidelity counts the measured run and not its warm-up", "[model][pipo]") {
+  // Regression: compare's warm-up run added its samples, so 1 step in 1 gave twice the steps.
+  BoundUnit u;
+  const CliResult r = run_cli({"compare", "--pipo", u.dir(), "--model", target_model(), "--pipo-threshold", "0.3", "--pipo-fidelity", "1",
+                               "--prompt", "Once upon a time", "-n", "10", "--json"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.json_ok);
+  const auto& p = r.json["pipo"];
+  CHECK(p["fidelity"]["samples"].get<int>() == p["steps"].get<int>());
+}
