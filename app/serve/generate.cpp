@@ -56,6 +56,13 @@ void ApiServer::handle_generate(const httplib::Request& req, httplib::Response& 
               (e.code.empty() ? "error" : e.code) + " body_bytes=" + std::to_string(req.body.size()) +
               (cfg_.log_content ? " message=" + log_quote(e.message) : ""));
   };
+  // cpp-httplib applies max_body_bytes to Content-Length only: a chunked body, or a gzip body
+  // once inflated, arrives here whatever its size.
+  if (req.body.size() > cfg_.max_body_bytes) {
+    return refuse(ApiError{413, "the request body is too large (" + std::to_string(req.body.size()) +
+                                    " bytes; the limit is " + std::to_string(cfg_.max_body_bytes) + ")",
+                           "invalid_request_error", "", "body_too_large"});
+  }
   if (!ready_) return refuse(ApiError{503, "loading the models", "unavailable_error", "", "loading"});
   auto parsed = parse_api_request(req.body, ep, cfg_, max_output_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);

@@ -4,6 +4,7 @@ negative temperature, prompts over the context, invalid UTF-8, missing fields, u
 oversized bodies and slow-loris bodies. Each gets a 4xx JSON error in OpenAI's shape, the
 server never crashes, and a normal request still works afterwards.
 Usage: test_serve_malformed.py PATH/TO/specchat-cli"""
+import gzip
 import json
 import random
 import socket
@@ -124,6 +125,24 @@ def main():
                 check_error(st, body, "oversized body")
                 counts["oversized"] += 1
                 sent += 1
+            # Regression: a chunked body, or a gzip body that inflates, skipped --max-body-bytes
+            # (cpp-httplib checks only Content-Length and the compressed size).
+            pad = json.dumps({"prompt": "Once", "max_tokens": 1, "pad": "y" * 100000}).encode()
+            chunked = b"".join(b"%x\r\n" % len(pad[k:k + 8192]) + pad[k:k + 8192] + b"\r\n"
+                               for k in range(0, len(pad), 8192)) + b"0\r\n\r\n"
+            st, body = raw_request(srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                   b"application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+                                   chunked)
+            assert st == 413, ("chunked", st, body[:200])
+            check_error(st, body, "oversized chunked body")
+            gz = gzip.compress(pad)
+            assert len(gz) < 65536
+            st, body = raw_request(srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                   b"application/json\r\nContent-Encoding: gzip\r\nContent-Length: " +
+                                   str(len(gz)).encode() + b"\r\nConnection: close\r\n\r\n" + gz)
+            assert st in (413, 415), ("gzip", st, body[:200])
+            counts["oversized"] += 2
+            sent += 2
             for i in range(4):
                 t0 = time.monotonic()
                 st, body = raw_request(srv.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
