@@ -57,6 +57,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   cmd.add_option("--pipo", o.common.pipo,
                  "with --suite: the PIPO release the pipo:t=X configurations run (default: the bundled one); "
                  "APPROXIMATE, reported as such");
+  cmd.add_option("--pipo-fidelity", o.common.pipo_fidelity,
+                 "with --suite: PIPO fidelity gauge, the KL of token 1 against a plain copy of --model on one step in "
+                 "N of the pipo configurations (its time is left out of theirs; 0 = off)")
+      ->check(CLI::Range(0, 1 << 20));
   cmd.add_flag("--profile", o.profile,
                "time split per operation (matmul by shape, attention, norms, sampling, overhead) of decode and of "
                "verification; --max-prompts prompts (at most 12), -n tokens each");

@@ -35,6 +35,14 @@ std::string resolve_suite(const std::string& s) {
   return bundled_data_file(s + ".json");
 }
 
+std::string fidelity_text(const bench::GroupAggregate& g) {
+  if (g.fidelity_samples == 0) return "";
+  char b[96];
+  std::snprintf(b, sizeof b, "; KL %.3f nats mean, %.3f max, %d samples", g.fidelity_kl_mean, g.fidelity_kl_max,
+                g.fidelity_samples);
+  return b;
+}
+
 void print_summary(const bench::Aggregates& agg) {
   std::printf("%-24s %4s %-14s %5s %6s %7s %22s %9s %9s\n", "config", "conc", "group", "n", "tau", "alpha",
               "speedup [95% CI]", "TTFT p50", "TPOT p50");
@@ -45,7 +53,7 @@ void print_summary(const bench::Aggregates& agg) {
     std::printf("%-24s %4d %-14s %5d %6.2f %7.3f %22s %8.1fms %8.2fms%s\n", g.config.c_str(), g.concurrency,
                 g.group.c_str(), g.requests, g.tau, g.alpha, ci, g.ttft_ms.p50, g.tpot_ms.p50,
                 g.approximate ? ("  APPROXIMATE (not verified by the target; " + std::to_string(g.divergent) +
-                                 " differ from baseline)").c_str()
+                                 " differ from baseline" + fidelity_text(g) + ")").c_str()
                               : "");
   }
 }
@@ -103,6 +111,7 @@ int cmd_bench_suite(BenchOptions& o) {
     // PIPO configurations: the release given with --pipo, else the bundled one; checked against
     // the target the baseline runs (the release must have been made from it).
     std::optional<PipoUnit> pipo;
+    std::unique_ptr<LlamaModel> fidelity_plain;
     if (std::any_of(ro.configs.begin(), ro.configs.end(), [](const bench::BenchConfig& b) { return b.approximate(); })) {
       PipoLoadOptions lo;
       lo.backbone.n_threads = c.threads;
@@ -112,6 +121,18 @@ int cmd_bench_suite(BenchOptions& o) {
       std::fprintf(stderr, "PIPO release '%s' loaded for the pipo configurations (approximate: not verified by the target)\n",
                    pipo->info.release.c_str());
       backend.set_pipo(&*pipo);
+      if (c.pipo_fidelity > 0) {  // the gauge's own copy: the engine's target is busy with baseline
+        LlamaModel::Options po2;
+        po2.n_threads = c.threads;
+        po2.backend = parse_backend(c.backend);
+        po2.kv_type = parse_kv_type(c.kv_type);
+        po2.activations = parse_activations(c.activations);
+        po2.n_ctx = pair->target->n_ctx();
+        fidelity_plain = LlamaModel::load(pair->target->path(), po2);
+        backend.set_pipo_fidelity(fidelity_plain.get(), c.pipo_fidelity);
+      }
+    } else if (c.pipo_fidelity > 0) {
+      throw std::invalid_argument("--pipo-fidelity needs a pipo:t=X configuration in --configs");
     }
     {
       bench::ProgressBar bar;

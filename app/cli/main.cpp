@@ -221,6 +221,21 @@ int main(int argc, char** argv) {
     }
   }
   if (bench->parsed()) {
+    // Options of one bench mode given to the other: refused, not silently ignored.
+    const bool suite = !bench_o.suite.empty();
+    for (const char* f : {"--max-prompts", "--prompts", "--budgets", "--chain-k"}) {
+      if (suite && bench->count(f) > 0) {
+        std::fprintf(stderr, "error: %s does not apply to --suite (the suite names its prompts and --configs its "
+                     "configurations; --per-group N keeps the first N prompts of each group)\n", f);
+        return 2;
+      }
+    }
+    for (const char* f : {"--per-group", "--configs", "--repeat", "--report", "--pipo", "--pipo-fidelity"}) {
+      if (!suite && bench->count(f) > 0) {
+        std::fprintf(stderr, "error: %s needs --suite\n", f);
+        return 2;
+      }
+    }
     try {
       return cli::cmd_bench(bench_o);
     } catch (const std::exception& e) {

@@ -146,10 +146,15 @@ Aggregates aggregate(const BenchRun& run, const AggregateOptions& opt) {
     a.groups.push_back(make_group(std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), b.recs,
                                   b.failures, base_latency, opt));
     GroupAggregate& g = a.groups.back();
+    double kl_sum = 0;
     for (const RequestRecord* r : b.recs) {
       g.approximate = g.approximate || r->approximate;
       if (r->approximate && !r->identical) ++g.divergent;
+      g.fidelity_samples += r->fidelity_samples;
+      kl_sum += r->fidelity_kl_sum;
+      g.fidelity_kl_max = std::max(g.fidelity_kl_max, r->fidelity_kl_max);
     }
+    g.fidelity_kl_mean = g.fidelity_samples > 0 ? kl_sum / g.fidelity_samples : 0;
   }
   std::vector<std::pair<std::string, int>> sorder;
   std::map<std::pair<std::string, int>, SystemAggregate> sys;
@@ -179,6 +184,8 @@ json aggregates_json(const Aggregates& a) {
     groups.push_back({{"config", g.config}, {"concurrency", g.concurrency}, {"kind", g.kind}, {"group", g.group},
                       {"requests", g.requests}, {"failures", g.failures}, {"mean_input_tokens", g.mean_input_tokens},
                       {"approximate", g.approximate}, {"divergent", g.divergent},
+                      {"fidelity_samples", g.fidelity_samples}, {"fidelity_kl_mean", g.fidelity_kl_mean},
+                      {"fidelity_kl_max", g.fidelity_kl_max},
                       {"ttft_ms", summary_json(g.ttft_ms)}, {"tpot_ms", summary_json(g.tpot_ms)},
                       {"latency_ms", summary_json(g.latency_ms)},
                       {"user_tokens_per_s", summary_json(g.user_tokens_per_s)}, {"tau", g.tau},

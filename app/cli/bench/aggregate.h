@@ -31,6 +31,10 @@ struct GroupAggregate {
   // of its requests differ from baseline's (counted in the aggregates, not failures).
   bool approximate = false;
   int divergent = 0;
+  // The PIPO fidelity gauge over the group (records.h): KL(plain target || PIPO) of token 1 in
+  // nats, the mean over all sampled steps and the largest; 0 samples = the gauge was off.
+  int fidelity_samples = 0;
+  double fidelity_kl_mean = 0, fidelity_kl_max = 0;
   double mean_input_tokens = 0;
   Summary ttft_ms, tpot_ms, latency_ms, user_tokens_per_s;
   // τ = tokens the steps produced (output tokens plus a final EOS) / verification steps over the group's requests (a ratio of sums, so long

@@ -1,6 +1,8 @@
 #include "app/cli/bench/engine_backend.h"
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 
 #include "app/cli/bench/machine_info.h"
 #include "engine/drafters/install.h"
@@ -66,11 +68,27 @@ int64_t EngineBackend::submit_config(const BenchConfig& c, const BenchPrompt& p,
   if (v.eot_id >= 0) o.stop_ids.push_back(v.eot_id);
   // Through the Emitter, as the baseline's tokens: max_tokens, end of turn and stop strings
   // alike; token 2 of a step is the head's (the step's "draft").
+  PipoFidelity fid{fidelity_plain_, 0, fidelity_every_};
+  if (fidelity_plain_ && fidelity_every_ > 0) o.fidelity = &fid;
   GenerationResult res;
-  const TokenCallback forward = [&on_token](const TokenEvent& e) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  std::optional<Clock::time_point> t_first;
+  const TokenCallback forward = [&on_token, &t_first](const TokenEvent& e) {
+    if (!t_first) t_first = Clock::now();
     if (on_token) on_token(e);
   };
   const PipoReply r = pipo_generate_text(s, pair_align_ids(req.prompt), o, req, forward, res);
+  ApproxMonitor mon;
+  mon.samples = fid.samples;
+  mon.kl_sum = fid.kl_sum;
+  mon.kl_max = fid.kl_max;
+  mon.total_ms = 1000.0 * r.monitor_s;
+  // The gauge's time before the first token: the wall time to it less PIPO's own TTFT.
+  if (t_first && o.fidelity) {
+    const double wall_ms = std::chrono::duration<double, std::milli>(*t_first - t0).count();
+    mon.before_first_ms = std::clamp(wall_ms - 1000.0 * r.ttft_s, 0.0, mon.total_ms);
+  }
   GenerationStats& st = res.stats;
   st.n_prompt = static_cast<int>(req.prompt.size());
   st.n_generated = static_cast<int>(res.tokens.size());
@@ -82,7 +100,16 @@ int64_t EngineBackend::submit_config(const BenchConfig& c, const BenchPrompt& p,
   st.decode_ms = 1000.0 * (r.total_s - r.ttft_s);
   const int64_t id = next_pipo_id_++;
   pipo_done_[id] = std::move(res);
+  pipo_monitor_[id] = mon;
   return id;
+}
+
+ApproxMonitor EngineBackend::take_monitor(int64_t id) {
+  const auto it = pipo_monitor_.find(id);
+  if (it == pipo_monitor_.end()) return {};
+  const ApproxMonitor m = it->second;
+  pipo_monitor_.erase(it);
+  return m;
 }
 
 void EngineBackend::step() {

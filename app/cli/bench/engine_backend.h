@@ -34,9 +34,17 @@ class EngineBackend : public BenchBackend {
                         TokenCallback on_token) override;
   // The PIPO release the pipo configurations run on (null = none; must outlive the backend).
   void set_pipo(PipoUnit* unit) { pipo_ = unit; }
+  // The fidelity gauge for the pipo configurations (PipoFidelity): `plain` is a plain copy of
+  // the target (its sequence 0; must outlive the backend), sampled on one step in `every`
+  // (> 0); null = off. Its time is reported by take_monitor, apart from the request's.
+  void set_pipo_fidelity(LlamaModel* plain, int every) {
+    fidelity_plain_ = plain;
+    fidelity_every_ = every;
+  }
   void step() override;
   bool finished(int64_t id) const override;
   GenerationResult take(int64_t id) override;
+  ApproxMonitor take_monitor(int64_t id) override;
 
   std::vector<std::string> warnings;
 
@@ -47,6 +55,9 @@ class EngineBackend : public BenchBackend {
   PipoUnit* pipo_ = nullptr;
   int64_t next_pipo_id_ = int64_t{1} << 50;  // ids of PIPO requests (apart from the engine's)
   std::map<int64_t, GenerationResult> pipo_done_;
+  std::map<int64_t, ApproxMonitor> pipo_monitor_;
+  LlamaModel* fidelity_plain_ = nullptr;
+  int fidelity_every_ = 0;
 };
 
 // Fills the report header's machine and model fields of `m` for a run on `pair`: date, SpecChat

@@ -14,7 +14,8 @@ json record_json(const RequestRecord& r) {
           {"ttft_ms", r.ttft_ms}, {"latency_ms", r.latency_ms}, {"tpot_ms", r.tpot_ms},
           {"accept_lengths", r.accept_lengths}, {"accepted_at", r.accepted_at}, {"draft_steps", r.draft_steps},
           {"output_hash", r.output_hash}, {"identical", r.identical}, {"first_diff", r.first_diff},
-          {"approximate", r.approximate},
+          {"approximate", r.approximate}, {"fidelity_samples", r.fidelity_samples},
+          {"fidelity_kl_sum", r.fidelity_kl_sum}, {"fidelity_kl_max", r.fidelity_kl_max},
           {"error", r.error}};
 }
 
@@ -45,6 +46,9 @@ RequestRecord record_from_json(const json& j) {
   r.output_hash = j.at("output_hash");
   r.identical = j.at("identical");
   r.approximate = j.value("approximate", false);
+  r.fidelity_samples = j.value("fidelity_samples", 0);  // absent before the bench's fidelity gauge
+  r.fidelity_kl_sum = j.value("fidelity_kl_sum", 0.0);
+  r.fidelity_kl_max = j.value("fidelity_kl_max", 0.0);
   r.first_diff = j.at("first_diff");
   r.error = j.at("error");
   return r;
@@ -94,8 +98,15 @@ RunMeta meta_from_json(const json& j) {
   return m;
 }
 
-std::vector<int> accept_lengths_from_flags(const std::vector<uint8_t>& drafted) {
+std::vector<int> accept_lengths_from_flags(const std::vector<uint8_t>& drafted, DraftOrder order) {
   std::vector<int> out;
+  if (order == DraftOrder::token_then_draft) {  // a 0 opens each step
+    for (uint8_t d : drafted) {
+      if (!d || out.empty()) out.push_back(0);
+      if (d) ++out.back();
+    }
+    return out;
+  }
   int run = 0;
   for (uint8_t d : drafted) {
     if (d) {

@@ -31,7 +31,7 @@ struct RequestRecord {
   double tpot_ms = 0;                     // (latency - ttft) / (output_tokens - 1); 0 for one token
   // [steps] accepted draft tokens of each verification step, in order (the bonus token is not
   // counted): from GenerationResult::drafted, where each step emits its accepted drafts then one
-  // token of the target's own.
+  // token of the target's own (PIPO: token 1, then the head's token 2 when confident).
   std::vector<int> accept_lengths;
   // [depth] steps whose first p+1 draft positions were all accepted (p = 0 .. depth-1), and the
   // steps that drafted at all (draft_steps): α at position p is accepted_at[p] / accepted_at[p-1]
@@ -46,6 +46,10 @@ struct RequestRecord {
   // An approximate configuration (PIPO): a difference from baseline is its measured divergence,
   // not a failure.
   bool approximate = false;
+  // The PIPO fidelity gauge (bench --pipo-fidelity N): KL(plain target || PIPO) of token 1 in
+  // nats, summed over `fidelity_samples` sampled steps, and its largest sample. 0 samples = off.
+  int fidelity_samples = 0;
+  double fidelity_kl_sum = 0, fidelity_kl_max = 0;
   std::string error;                      // non-empty: the request failed (also a failure)
 
   double user_tokens_per_s() const { return latency_ms > 0 ? output_tokens / (latency_ms / 1000.0) : 0; }
@@ -87,8 +91,15 @@ WaveRecord wave_from_json(const nlohmann::json& j);
 nlohmann::json meta_json(const RunMeta& m);
 RunMeta meta_from_json(const nlohmann::json& j);
 
-// accept_lengths from the per-token drafted flags ([n_generated], 1 = accepted draft token).
-std::vector<int> accept_lengths_from_flags(const std::vector<uint8_t>& drafted);
+// Where a step's accepted draft tokens sit among its emitted tokens.
+enum class DraftOrder {
+  drafts_then_token,  // speculative decoding: accepted drafts, then the target's bonus token
+  token_then_draft,   // PIPO: the backbone's token 1, then the MTP head's token 2 (if confident)
+};
+// accept_lengths ([steps], accepted drafts per step) from the per-token drafted flags
+// ([n_generated], 1 = accepted draft token). A last step cut by max_tokens or a stop counts.
+std::vector<int> accept_lengths_from_flags(const std::vector<uint8_t>& drafted,
+                                           DraftOrder order = DraftOrder::drafts_then_token);
 // FNV-1a 64 of the ids, as 16 hex digits.
 std::string token_hash(const std::vector<int32_t>& ids);
 

@@ -47,7 +47,8 @@ std::string per_request_csv(const BenchRun& run) {
   std::ostringstream o;
   o << "prompt_id,category,tier,bucket,config,concurrency,repeat,wave,input_tokens,max_tokens,output_tokens,"
        "steps,drafted,accepted,empty_drafts,ttft_ms,latency_ms,tpot_ms,user_tokens_per_s,accept_lengths,"
-       "accepted_at,draft_steps,output_hash,identical,first_diff,error,approximate\n";
+       "accepted_at,draft_steps,output_hash,identical,first_diff,error,approximate,"
+       "fidelity_samples,fidelity_kl_sum,fidelity_kl_max\n";
   for (const RequestRecord& r : run.records) {
     o << csv_field(r.prompt_id) << ',' << csv_field(r.category) << ',' << r.tier << ',' << r.bucket << ','
       << csv_field(r.config) << ',' << r.concurrency << ',' << r.repeat << ',' << r.wave << ',' << r.input_tokens
@@ -55,7 +56,8 @@ std::string per_request_csv(const BenchRun& run) {
       << ',' << r.empty_drafts << ',' << num(r.ttft_ms) << ',' << num(r.latency_ms) << ',' << num(r.tpot_ms) << ','
       << num(r.user_tokens_per_s()) << ',' << joined(r.accept_lengths) << ',' << joined(r.accepted_at) << ','
       << r.draft_steps << ',' << r.output_hash << ',' << (r.identical ? 1 : 0) << ',' << r.first_diff << ','
-      << csv_field(r.error) << ',' << (r.approximate ? 1 : 0) << '\n';
+      << csv_field(r.error) << ',' << (r.approximate ? 1 : 0) << ',' << r.fidelity_samples << ','
+      << num(r.fidelity_kl_sum) << ',' << num(r.fidelity_kl_max) << '\n';
   }
   return o.str();
 }
@@ -65,7 +67,7 @@ std::string summary_csv(const Aggregates& agg) {
   o << "config,concurrency,kind,group,requests,failures,mean_input_tokens,tau,tau_ci_lo,tau_ci_hi,alpha,"
        "speedup_mean,speedup_ci_lo,speedup_ci_hi,speedup_p50,ttft_ms_mean,ttft_ms_p50,ttft_ms_p90,ttft_ms_p99,"
        "tpot_ms_mean,tpot_ms_p50,tpot_ms_p90,tpot_ms_p99,user_tokens_per_s_mean,position_acceptance,approximate,"
-       "divergent\n";
+       "divergent,fidelity_samples,fidelity_kl_mean,fidelity_kl_max\n";
   for (const GroupAggregate& g : agg.groups) {
     o << csv_field(g.config) << ',' << g.concurrency << ',' << g.kind << ',' << csv_field(g.group) << ','
       << g.requests << ',' << g.failures << ',' << num(g.mean_input_tokens) << ',' << num(g.tau) << ','
@@ -74,7 +76,8 @@ std::string summary_csv(const Aggregates& agg) {
       << num(g.ttft_ms.mean) << ',' << num(g.ttft_ms.p50) << ',' << num(g.ttft_ms.p90) << ','
       << num(g.ttft_ms.p99) << ',' << num(g.tpot_ms.mean) << ',' << num(g.tpot_ms.p50) << ','
       << num(g.tpot_ms.p90) << ',' << num(g.tpot_ms.p99) << ',' << num(g.user_tokens_per_s.mean) << ','
-      << joined(g.position_acceptance) << ',' << (g.approximate ? 1 : 0) << ',' << g.divergent << '\n';
+      << joined(g.position_acceptance) << ',' << (g.approximate ? 1 : 0) << ',' << g.divergent << ','
+      << g.fidelity_samples << ',' << num(g.fidelity_kl_mean) << ',' << num(g.fidelity_kl_max) << '\n';
   }
   return o.str();
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -121,17 +122,31 @@ std::string report_html(const BenchRun& run, const Aggregates& agg, const std::v
        "speculative output must equal baseline's, token for token.</p>\n";
   // Approximate configurations (PIPO): labelled, with their divergence from baseline.
   {
-    std::map<std::string, std::pair<int, int>> approx;  // config -> (requests, differing from baseline)
+    struct Approx {
+      int n = 0, diff = 0, samples = 0;  // requests, differing from baseline, fidelity samples
+      double kl_sum = 0, kl_max = 0;
+    };
+    std::map<std::string, Approx> approx;  // by config
     for (const RequestRecord& r : run.records) {
       if (!r.approximate || !r.error.empty()) continue;
-      auto& [n, diff] = approx[r.config];
-      ++n;
-      if (!r.identical) ++diff;
+      Approx& a = approx[r.config];
+      ++a.n;
+      if (!r.identical) ++a.diff;
+      a.samples += r.fidelity_samples;
+      a.kl_sum += r.fidelity_kl_sum;
+      a.kl_max = std::max(a.kl_max, r.fidelity_kl_max);
     }
-    for (const auto& [cfg, nd] : approx) {
+    for (const auto& [cfg, a] : approx) {
       o << "<p class=\"fail\">APPROXIMATE: " << html_escape(cfg)
-        << " is not verified by the target (PIPO dual-end mode); " << nd.second << " of " << nd.first
-        << " outputs differ from baseline. Its speedups trade exactness for speed.</p>\n";
+        << " is not verified by the target (PIPO dual-end mode); " << a.diff << " of " << a.n
+        << " outputs differ from baseline. Its speedups trade exactness for speed.";
+      if (a.samples > 0) {
+        char b[160];
+        std::snprintf(b, sizeof b, " Fidelity: KL(plain target || PIPO) of token 1 %.3f nats mean, %.3f max, over %d sampled steps.",
+                      a.kl_sum / a.samples, a.kl_max, a.samples);
+        o << b;
+      }
+      o << "</p>\n";
     }
   }
   // Failures.

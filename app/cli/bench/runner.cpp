@@ -29,8 +29,9 @@ int max_depth(const std::vector<BenchConfig>& cs) {
   return d;
 }
 
-// Fills the per-step acceptance fields from a finished result.
-void fill_acceptance(RequestRecord& r, const GenerationResult& res, int depth) {
+// Fills the per-step acceptance fields from a finished result. A PIPO step (approximate) emits
+// token 1 then the head's token 2, at most one "draft" a step.
+void fill_acceptance(RequestRecord& r, const GenerationResult& res, int depth, bool approximate) {
   const GenerationStats& st = res.stats;
   r.output_tokens = st.n_generated;
   r.steps = st.n_steps;
@@ -38,7 +39,9 @@ void fill_acceptance(RequestRecord& r, const GenerationResult& res, int depth) {
   r.drafted = st.n_drafted;
   r.accepted = st.n_accepted;
   r.empty_drafts = st.n_empty_drafts;
-  r.accept_lengths = accept_lengths_from_flags(res.drafted);
+  r.accept_lengths = accept_lengths_from_flags(res.drafted, approximate ? DraftOrder::token_then_draft
+                                                                        : DraftOrder::drafts_then_token);
+  if (approximate) depth = 1;
   r.draft_steps = st.n_drafted > 0 ? st.n_steps - st.n_empty_drafts : 0;
   r.accepted_at.assign(static_cast<size_t>(r.drafted > 0 ? depth : 0), 0);
   for (int a : r.accept_lengths) {
@@ -139,6 +142,7 @@ BenchRun run_suite(BenchBackend& be, const BenchSuite& suite, const RunOptions& 
             }
           }
           std::vector<GenerationResult> results(n);
+          std::vector<ApproxMonitor> monitors(n);
           std::vector<bool> open(n);
           for (size_t i = 0; i < n; ++i) open[i] = ids[i] >= 0;
           while (std::any_of(open.begin(), open.end(), [](bool b) { return b; })) {
@@ -149,6 +153,7 @@ BenchRun run_suite(BenchBackend& be, const BenchSuite& suite, const RunOptions& 
               if (!got_first[i]) last[i] = first[i] = Clock::now();
               try {
                 results[i] = be.take(ids[i]);
+                monitors[i] = be.take_monitor(ids[i]);
               } catch (const std::exception& e) {
                 recs[i].error = e.what();
               }
@@ -164,9 +169,14 @@ BenchRun run_suite(BenchBackend& be, const BenchSuite& suite, const RunOptions& 
           for (size_t i = 0; i < n; ++i) {
             RequestRecord& r = recs[i];
             if (r.error.empty()) {
-              fill_acceptance(r, results[i], depth);
-              r.ttft_ms = ms_between(t0, first[i]);
-              r.latency_ms = ms_between(t0, last[i]);
+              fill_acceptance(r, results[i], depth, cfg.approximate());
+              // The fidelity gauge's plain forwards are monitoring, not the configuration's speed.
+              const ApproxMonitor& m = monitors[i];
+              r.fidelity_samples = m.samples;
+              r.fidelity_kl_sum = m.kl_sum;
+              r.fidelity_kl_max = m.kl_max;
+              r.ttft_ms = std::max(0.0, ms_between(t0, first[i]) - m.before_first_ms);
+              r.latency_ms = std::max(r.ttft_ms, ms_between(t0, last[i]) - m.total_ms);
               r.tpot_ms = r.output_tokens > 1 ? (r.latency_ms - r.ttft_ms) / (r.output_tokens - 1) : 0;
               wr.output_tokens += r.output_tokens;
               t_end = std::max(t_end, last[i]);

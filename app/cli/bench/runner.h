@@ -19,6 +19,16 @@ namespace specchat::bench {
 
 // What the runner drives: an Engine over a loaded pair (engine_backend.h), or a fake in tests.
 // Same contract as specchat::Engine (engine/runtime/engine.h) for submit/step/finished/take.
+// The fidelity gauge of one approximate (PIPO) request (engine/pipo/pipo_session.h,
+// PipoFidelity): KL(plain target || PIPO) of token 1 in nats over `samples` steps, and the time
+// the gauge's plain forwards took, which the runner takes out of the request's TTFT and latency.
+struct ApproxMonitor {
+  int samples = 0;
+  double kl_sum = 0, kl_max = 0;  // nats
+  double before_first_ms = 0;     // gauge time before the first token (in TTFT)
+  double total_ms = 0;            // gauge time in the whole request (in its latency)
+};
+
 class BenchBackend {
  public:
   virtual ~BenchBackend() = default;
@@ -46,6 +56,9 @@ class BenchBackend {
   virtual void step() = 0;
   virtual bool finished(int64_t id) const = 0;
   virtual GenerationResult take(int64_t id) = 0;
+  // What an approximate request's monitoring measured (PIPO's fidelity gauge), asked once after
+  // take(id); the default (and a request without the gauge) has no samples and took no time.
+  virtual ApproxMonitor take_monitor(int64_t /*id*/) { return {}; }
 };
 
 struct RunOptions {

@@ -2,6 +2,7 @@
 // bundled target's sha256: generate and compare label it approximate, state which parts loaded,
 // report the monitoring counters; a mixed release is refused with its kind; bench runs it as a
 // configuration labelled approximate.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -125,20 +126,15 @@ TEST_CASE("cli: bench runs pipo as a configuration and labels it approximate", "
   BoundUnit u;
   const std::string report = u.f.dir.file("report");
   const CliResult r = run_cli({"bench", "--suite", "qualitative", "--per-group", "1", "--configs", "baseline,pipo:t=0.5",
-                               "--pipo", u.dir(), "-n", "6", "--report", report},
+                               "--pipo", u.dir(), "--pipo-fidelity", "2", "-n", "6", "--report", report},
                               600);
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("APPROXIMATE") != std::string::npos);
+  CHECK(r.out.find("KL ") != std::string::npos);  // the fidelity gauge in the summary
   std::ifstream in(report + "/summary.csv");
   REQUIRE(in);
-  std::string header, line;
-  std::getline(in, header);
-  CHECK(header.find(",approximate,divergent") != std::string::npos);
-  bool pipo_row = false;
-  while (std::getline(in, line)) {
-    if (line.rfind("pipo:t=0.50,", 0) != 0) continue;
-    pipo_row = true;
+  const auto split = [](const std::string& line) {
     std::vector<std::string> fields;
     std::string cur;
     for (char ch : line + ",") {
@@ -149,10 +145,37 @@ TEST_CASE("cli: bench runs pipo as a configuration and labels it approximate", "
         cur += ch;
       }
     }
-    REQUIRE(fields.size() >= 2);
-    CHECK(fields[fields.size() - 2] == "1");  // approximate
+    return fields;
+  };
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = split(line);
+  const auto col = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    REQUIRE(it != header.end());
+    return static_cast<size_t>(it - header.begin());
+  };
+  const size_t c_approx = col("approximate"), c_samples = col("fidelity_samples"), c_kl = col("fidelity_kl_mean");
+  bool pipo_row = false, base_row = false;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> f = split(line);
+    REQUIRE(f.size() == header.size());
+    if (line.rfind("baseline,", 0) == 0) {
+      base_row = true;
+      CHECK(f[c_approx] == "0");
+      CHECK(f[c_samples] == "0");
+      continue;
+    }
+    if (line.rfind("pipo:t=0.50,", 0) != 0) continue;
+    pipo_row = true;
+    CHECK(f[c_approx] == "1");
+    CHECK(std::stoi(f[c_samples]) >= 1);  // step 0 of every request at least
+    const double kl = std::stod(f[c_kl]);
+    CHECK(kl >= 0);
+    CHECK(kl < 5);
   }
   CHECK(pipo_row);
+  CHECK(base_row);
 }
 
 TEST_CASE("cli: --pipo-fidelity samples the KL of token 1 against the plain target", "[model][pipo]") {

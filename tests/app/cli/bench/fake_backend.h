@@ -2,11 +2,13 @@
 // f(prompt, i) = (sum of the prompt ids * 31 + i) mod 1000; speculative requests (draft_k > 0)
 // report steps of `accept_per_step` accepted drafts + 1 target token. `mismatch_prompt_len`
 // makes speculative requests whose prompt has that many ids emit a wrong token at index
-// `mismatch_at` (the deliberately broken drafter of the identity check).
+// `mismatch_at` (the deliberately broken drafter of the identity check). Approximate (PIPO)
+// requests emit two tokens a step, the second flagged as the head's.
 #pragma once
 
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "app/cli/bench/runner.h"
 
@@ -23,6 +25,8 @@ class FakeBackend : public BenchBackend {
   // Approximate configurations (pipo) differ from baseline at this token of every output (-1 = never).
   int approximate_diff_at = 2;
   long submitted = 0;
+  // What take_monitor reports for each approximate request (the fidelity gauge).
+  ApproxMonitor monitor;
   int max_active_seen = 0;
 
   std::vector<int32_t> encode(const BenchPrompt& p, const std::string&) override {
@@ -58,17 +62,19 @@ class FakeBackend : public BenchBackend {
   void step() override {
     for (auto& [id, s] : active_) {
       if (s.done) continue;
-      const bool spec = s.req.spec.draft_k > 0;
-      const int emit = spec ? std::min(accept_per_step, s.req.spec.draft_k) + 1 : 1;
+      const bool spec = s.req.spec.draft_k > 0 && !s.approximate;
+      // A PIPO step emits [token 1, token 2]: the head's token comes after the backbone's.
+      const int emit = s.approximate ? 2 : spec ? std::min(accept_per_step, s.req.spec.draft_k) + 1 : 1;
       GenerationStats& st = s.res.stats;
       ++st.n_steps;
       if (spec) st.n_drafted += s.req.spec.draft_k;
+      if (s.approximate) ++st.n_drafted;
       for (int e = 0; e < emit && static_cast<int>(s.res.tokens.size()) < s.req.max_tokens; ++e) {
         const int i = static_cast<int>(s.res.tokens.size());
         int32_t tok = static_cast<int32_t>((s.base + i) % 1000);
         if (spec && static_cast<int>(s.req.prompt.size()) == mismatch_prompt_len && i == mismatch_at) tok += 1;
         if (s.approximate && i == approximate_diff_at) tok += 1;
-        const bool drafted = spec && e < emit - 1;
+        const bool drafted = s.approximate ? e == 1 : spec && e < emit - 1;
         s.res.tokens.push_back(tok);
         s.res.drafted.push_back(drafted ? 1 : 0);
         if (drafted) ++st.n_accepted;
@@ -85,9 +91,11 @@ class FakeBackend : public BenchBackend {
   bool finished(int64_t id) const override { return active_.at(id).done; }
   GenerationResult take(int64_t id) override {
     GenerationResult r = std::move(active_.at(id).res);
+    if (active_.at(id).approximate) monitored_.insert(id);
     active_.erase(id);
     return r;
   }
+  ApproxMonitor take_monitor(int64_t id) override { return monitored_.erase(id) ? monitor : ApproxMonitor{}; }
 
  private:
   struct Seq {
@@ -99,6 +107,7 @@ class FakeBackend : public BenchBackend {
     bool approximate = false;
   };
   std::map<int64_t, Seq> active_;
+  std::set<int64_t> monitored_;
   int64_t next_ = 0;
 };
 

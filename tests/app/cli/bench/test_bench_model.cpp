@@ -153,3 +153,12 @@ TEST_CASE("bench --suite: a suite none of whose prompts fits measures nothing, a
   CHECK(r.err.find("nothing was measured") != std::string::npos);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("cli: bench refuses options of the other mode", "[cli][bench]") {
+  const auto a = test::run_cli({"bench", "--suite", "qualitative", "--max-prompts", "2"});
+  CHECK(a.exit_code == 2);
+  CHECK(a.err.find("--max-prompts does not apply to --suite") != std::string::npos);
+  const auto b = test::run_cli({"bench", "--per-group", "2"});
+  CHECK(b.exit_code == 2);
+  CHECK(b.err.find("--per-group needs --suite") != std::string::npos);
+}

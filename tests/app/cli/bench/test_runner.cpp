@@ -142,3 +142,64 @@ TEST_CASE("runner: an approximate configuration's divergence is recorded and lab
   // The JSON record keeps the label.
   CHECK(record_from_json(record_json(run.records.back())).approximate == run.records.back().approximate);
 }
+
+TEST_CASE("runner: the fidelity gauge's figures reach the records and the aggregates", "[unit][bench][pipo]") {
+  test::FakeBackend be;
+  be.monitor.samples = 4;
+  be.monitor.kl_sum = 0.4;
+  be.monitor.kl_max = 0.25;
+  const BenchSuite s = test::fake_suite({"coding"}, 3);
+  RunOptions o = opts({1});
+  o.configs = parse_configs("baseline,pipo:t=0.85");
+  const BenchRun run = run_suite(be, s, o, {});
+  for (const RequestRecord& r : run.records) {
+    const bool pipo = r.config == "pipo:t=0.85";
+    CHECK(r.fidelity_samples == (pipo ? 4 : 0));
+    CHECK(r.fidelity_kl_max == (pipo ? 0.25 : 0.0));
+    CHECK(record_from_json(record_json(r)).fidelity_kl_sum == r.fidelity_kl_sum);
+  }
+  const Aggregates a = aggregate(run);
+  const GroupAggregate& g = group(a, "pipo:t=0.85", 1, "coding");
+  CHECK(g.fidelity_samples == 12);
+  CHECK(g.fidelity_kl_mean == Approx(0.1));
+  CHECK(g.fidelity_kl_max == 0.25);
+  CHECK(group(a, "baseline", 1, "coding").fidelity_samples == 0);
+}
+
+TEST_CASE("runner: the fidelity gauge's time is left out of TTFT and latency", "[unit][bench][pipo]") {
+  // A backend whose approximate requests report more gauge time than they took: the runner
+  // subtracts it and clamps at zero (TTFT) and at TTFT (latency).
+  test::FakeBackend be;
+  be.monitor.samples = 1;
+  be.monitor.before_first_ms = 1e9;
+  be.monitor.total_ms = 1e9;
+  const BenchSuite s = test::fake_suite({"coding"}, 2);
+  RunOptions o = opts({1});
+  o.configs = parse_configs("baseline,pipo:t=0.85");
+  const BenchRun run = run_suite(be, s, o, {});
+  for (const RequestRecord& r : run.records) {
+    if (r.config != "pipo:t=0.85") continue;
+    CHECK(r.ttft_ms == 0);
+    CHECK(r.latency_ms == 0);
+  }
+}
+
+TEST_CASE("runner: PIPO steps give one accept length per step (token 2 after token 1)", "[unit][bench][pipo]") {
+  test::FakeBackend be;
+  const BenchSuite s = test::fake_suite({"coding"}, 2);
+  RunOptions o = opts({1});
+  o.max_tokens = 7;  // three whole steps and a cut one
+  o.configs = parse_configs("baseline,pipo:t=0.85");
+  const BenchRun run = run_suite(be, s, o, {});
+  int approx = 0;
+  for (const RequestRecord& r : run.records) {
+    if (r.config != "pipo:t=0.85") continue;
+    ++approx;
+    CHECK(r.steps == 4);
+    CHECK(r.accept_lengths == std::vector<int>{1, 1, 1, 0});
+    REQUIRE(r.accepted_at.size() == 1);
+    CHECK(r.accepted_at[0] == 3);
+    CHECK(r.accepted == 3);
+  }
+  CHECK(approx == 2);
+}

@@ -46,6 +46,8 @@ TEST_CASE("records: accept lengths from drafted flags, hash of ids", "[unit][ben
   // Steps: [d d t] [t] [d t] [d d] (the last cut by max_tokens).
   CHECK(accept_lengths_from_flags({1, 1, 0, 0, 1, 0, 1, 1}) == std::vector<int>{2, 0, 1, 2});
   CHECK(accept_lengths_from_flags({}).empty());
+  // PIPO: [t d] [t] [t d] [t].
+  CHECK(accept_lengths_from_flags({0, 1, 0, 0, 1, 0}, DraftOrder::token_then_draft) == std::vector<int>{1, 0, 1, 0});
   CHECK(token_hash({1, 2, 3}) != token_hash({1, 2, 4}));
   CHECK(token_hash({1, 2, 3}).size() == 16);
 }
