@@ -143,7 +143,7 @@ std::string stats_text(const PipoReply& r, int prompt_tokens, const PipoFidelity
                 kLabel, r.counters.raw_tokens, r.counters.steps, r.counters.tokens_per_step(), r.counters.accepted,
                 r.counters.head_runs, 100.0 * r.counters.acceptance_rate(),
                 r.prompt_pairs + static_cast<int>(r.new_pairs.size() / 2),
-                prompt_tokens + static_cast<int>(r.counters.raw_tokens), 1000.0 * r.ttft_s, tpot_ms(r),
+                prompt_tokens + static_cast<int>(r.raw.size()), 1000.0 * r.ttft_s, tpot_ms(r),
                 r.stop_reason.c_str());
   std::string out = b;
   if (f && f->plain) {
@@ -163,7 +163,7 @@ std::string pipo_release_path(const std::string& given) {
 json pipo_json(const PipoUnit& u, const PipoSettings& st, const PipoReply& r, int prompt_tokens, const PipoFidelity* f) {
   const int train_ctx = u.backbone->config().n_ctx_train;
   const int latent_len = r.prompt_pairs + static_cast<int>(r.new_pairs.size() / 2);
-  const long raw_len = prompt_tokens + r.counters.raw_tokens;
+  const long raw_len = prompt_tokens + static_cast<long>(r.raw.size());  // the kept reply (a stop string cuts)
   const MemoryInfo mem = u.backbone->memory();
   const double kv_per_pair = static_cast<double>(mem.kv_bytes) / static_cast<double>(std::max(1, u.backbone->n_ctx()));
   json j;

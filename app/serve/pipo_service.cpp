@@ -236,14 +236,17 @@ void PipoService::run(Job& job) {
   bool from_latents = false;
   PipoReply rep;
   try {
-    if (session_->n_pairs() > 0) {
-      if (auto c = continue_pairs(session_->pairs(), job.req.prompt)) {
+    if (!history_.empty()) {
+      if (auto c = continue_pairs(history_, job.req.prompt)) {
         pairs = std::move(*c);
         from_latents = true;
       }
     }
     if (!from_latents) pairs = pair_align_ids(job.req.prompt);
+    history_.clear();  // until this reply is done
     rep = pipo_generate_text(*session_, pairs, g, job.req, on_event, res, keep_going);
+    history_ = std::move(pairs);
+    history_.insert(history_.end(), rep.new_pairs.begin(), rep.new_pairs.end());
   } catch (const std::length_error& e) {
     session_ = std::make_unique<PipoSession>(unit_);
     idle();
@@ -315,7 +318,7 @@ void PipoService::warm_up(const std::vector<int32_t>& prompt) {
 json pipo_report_json(const PipoReleaseInfo& info, const PipoSettings& st, const PipoReply& r, int prompt_tokens,
                       int backbone_n_ctx, bool from_latents) {
   const long latent_len = r.prompt_pairs + static_cast<long>(r.new_pairs.size() / 2);
-  const long raw_len = prompt_tokens + r.counters.raw_tokens;
+  const long raw_len = prompt_tokens + static_cast<long>(r.raw.size());  // the kept reply (a stop string cuts)
   json j;
   j["mode"] = "pipo";
   j["approximate"] = true;

@@ -107,6 +107,9 @@ class PipoService {
   int raw_context_ = 0, queue_cap_ = 0;
   ServeMetrics& metrics_;
   std::unique_ptr<PipoSession> session_;  // over unit_ (declared after it)
+  // The pair sequence through the last reply as the client holds it (a stop string's cut tokens
+  // left out): the next request continues it when its prompt extends it. Empty = none.
+  std::vector<int32_t> history_;
   std::unique_ptr<LlamaModel> plain_;     // the fidelity gauge's target; null = off
   int fidelity_every_ = 0;
 

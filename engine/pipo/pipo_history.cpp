@@ -21,6 +21,16 @@ std::vector<int32_t> pair_align_ids(std::span<const int32_t> ids) {
   return out;
 }
 
+std::vector<int32_t> kept_reply_pairs(std::span<const int32_t> pairs, size_t n_raw) {
+  size_t raw = 0, end = 0;
+  for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+    raw += 1 + (pairs[i + 1] != kPipoPad ? 1 : 0);
+    if (raw > n_raw) break;
+    end = i + 2;
+  }
+  return std::vector<int32_t>(pairs.begin(), pairs.begin() + static_cast<std::ptrdiff_t>(end));
+}
+
 std::optional<std::vector<int32_t>> continue_pairs(std::span<const int32_t> history, std::span<const int32_t> full_raw) {
   const std::vector<int32_t> raw = pairs_to_raw(history);
   if (raw.size() > full_raw.size() || !std::equal(raw.begin(), raw.end(), full_raw.begin())) return std::nullopt;

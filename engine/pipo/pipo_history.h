@@ -19,6 +19,12 @@ std::vector<int32_t> pairs_to_raw(std::span<const int32_t> pairs);
 // Ids padded to whole pairs: one PAD appended when the count is odd.
 std::vector<int32_t> pair_align_ids(std::span<const int32_t> ids);
 
+// The longest prefix of whole pairs of `pairs` (a reply's pairs) that holds no more than `n_raw`
+// raw tokens: what a reply cut after its n_raw-th token (a stop string) leaves as latents. A pair
+// whose token 2 was cut is dropped whole: its token 1 follows as raw text, re-paired with what
+// comes after it (continue_pairs), so no latent stands for tokens the reply does not have.
+std::vector<int32_t> kept_reply_pairs(std::span<const int32_t> pairs, size_t n_raw);
+
 // The PIPO prompt for the next turn: `history` (the pair sequence through the last PIPO reply)
 // followed by the rest of `full_raw` (the whole conversation's raw prompt, as the lossless path
 // builds it) pair-aligned. nullopt when history's raw ids are not a prefix of full_raw (an

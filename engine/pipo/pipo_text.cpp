@@ -1,5 +1,8 @@
 #include "engine/pipo/pipo_text.h"
 
+#include <algorithm>
+
+#include "engine/pipo/pipo_history.h"
 #include "engine/runtime/emitter.h"
 
 namespace specchat {
@@ -45,6 +48,12 @@ PipoReply pipo_generate_text(PipoSession& s, std::span<const int32_t> prompt_pai
   // which pipo_generate records as "cancelled": its own finish is the real one.
   if (!ended) res.finish = stopped ? FinishReason::cancelled : pipo_finish_of(rep.stop_reason);
   rep.stop_reason = pipo_stop_reason_of(res.finish);
+  // A stop string cut the reply: its pairs and raw ids end where its tokens do, so the next turn
+  // continues these latents (the conversation does not hold the cut tokens).
+  if (res.finish == FinishReason::stop) {
+    rep.new_pairs = kept_reply_pairs(rep.new_pairs, res.tokens.size());
+    rep.raw.resize(std::min(rep.raw.size(), res.tokens.size()));
+  }
   return rep;
 }
 

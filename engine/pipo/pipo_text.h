@@ -19,6 +19,8 @@ namespace specchat {
 // (optional) is asked after each step: false ends the reply as cancelled.
 // Returns the reply with stop_reason set to how it really ended ("stop" for end of turn or a
 // stop string, "length", "context", "cancelled"); res.finish says the same as a FinishReason.
+// After a stop string, new_pairs and raw end with the kept tokens (kept_reply_pairs: a pair
+// whose token 2 was cut is dropped); counters still count every step that ran.
 // Throws as pipo_generate (std::length_error, std::invalid_argument, runtime errors).
 PipoReply pipo_generate_text(PipoSession& s, std::span<const int32_t> prompt_pairs, PipoGenerateOptions g,
                              const GenerateRequest& req, const TokenCallback& on_event, GenerationResult& res,

@@ -177,6 +177,7 @@ TEST_CASE("pipo report: the response's extension object", "[unit][pipo]") {
   r.prompt_pairs = 5;  // a 9-token prompt, pair-aligned
   r.reused_pairs = 3;
   r.new_pairs = {10, 11, 12, kPipoPad, 13, 14, 2, kPipoPad};  // four steps: 6 raw tokens
+  r.raw = {10, 11, 12, 13, 14, 2};
   r.counters.steps = 4;
   r.counters.head_runs = 3;
   r.counters.accepted = 2;

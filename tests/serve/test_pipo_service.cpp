@@ -149,6 +149,19 @@ TEST_CASE("pipo service: stop strings, max_tokens 0, cancellation and deadlines"
   CHECK(b->result.finish == FinishReason::stop);
   CHECK(b->result.text == full.substr(0, full.find(stop)));
   CHECK(b->pipo_report["stop_reason"] == "stop");
+  // Its raw length counts the kept tokens, and the next turn (the kept reply, then more)
+  // continues its latents (regression: the cut tokens stayed in them, so the whole
+  // conversation was re-prefilled, silently).
+  const std::vector<int32_t> kept(b->result.tokens.begin(), b->result.tokens.end());
+  CHECK(b->pipo_report["raw_length"] == static_cast<long>(kPrompt.size() + kept.size()));
+  std::vector<int32_t> next = kPrompt;
+  next.insert(next.end(), kept.begin(), kept.end());
+  next.insert(next.end(), {42, 43, 44});
+  auto b2 = job(next, 4);
+  svc.run(*b2);
+  REQUIRE_FALSE(b2->error);
+  CHECK(b2->pipo_report["continued_from_latents"] == true);
+  CHECK(b2->pipo_report["reused_pairs"].get<long>() >= 6);
 
   auto z = job(kPrompt, 0);
   svc.run(*z);

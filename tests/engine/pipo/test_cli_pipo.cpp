@@ -10,6 +10,7 @@
 
 #include "engine/cli_runner.h"
 #include "engine/drafters/sha256.h"
+#include "engine/pipo/pipo_history.h"
 #include "engine/pipo/pipo_fixture.h"
 #include "engine/gguf.h"
 #include "engine/utf8.h"
@@ -262,6 +263,15 @@ TEST_CASE("cli: generate --pipo text keeps the reply's leading space and ends at
   for (const auto& id : stopped.json["tokens"]) kept += v.token_bytes(id.get<int32_t>());
   CHECK(utf8_sanitize(kept) == stext);
   CHECK(stopped.json["pipo"]["stop_reason"] == "stop");
+  // The reply's pairs and raw length end with the kept tokens (regression: they held the cut
+  // ones, so the next turn re-prefilled and raw_length counted tokens the reply does not have).
+  const std::vector<int32_t> stok = stopped.json["tokens"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> praw = pairs_to_raw(stopped.json["pairs"].get<std::vector<int32_t>>());
+  CHECK(praw.size() <= stok.size());
+  CHECK(praw.size() + 1 >= stok.size());
+  CHECK(std::equal(praw.begin(), praw.end(), stok.begin()));
+  CHECK(stopped.json["pipo"]["raw_length"].get<long>() ==
+        stopped.json["prompt_tokens"].get<long>() + static_cast<long>(stok.size()));
 }
 
 TEST_CASE("cli: compare --pipo-fidelity counts the measured run and not its warm-up", "[model][pipo]") {

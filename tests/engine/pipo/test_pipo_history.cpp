@@ -56,3 +56,22 @@ TEST_CASE("pipo history: edits, other releases and lossless turns re-prefill, an
   c = plan_pipo_turn(nullptr, "", true, "r1", full);   // earlier replies were lossless
   CHECK(c.note.find("lossless") != std::string::npos);
 }
+
+TEST_CASE("pipo history: a reply cut by a stop string keeps the whole pairs of its kept tokens", "[unit][pipo]") {
+  const std::vector<int32_t> reply = {20, P, 21, 22, 23, 24, 25, P};  // raw 20 21 22 23 24 25
+  CHECK(kept_reply_pairs(reply, 6) == reply);
+  CHECK(kept_reply_pairs(reply, 5) == std::vector<int32_t>{20, P, 21, 22, 23, 24});
+  // Token 2 of (23, 24) cut: the pair goes, 23 follows as raw text.
+  CHECK(kept_reply_pairs(reply, 4) == std::vector<int32_t>{20, P, 21, 22});
+  CHECK(kept_reply_pairs(reply, 2) == std::vector<int32_t>{20, P});
+  CHECK(kept_reply_pairs(reply, 0).empty());
+  // The next turn continues them: 23 and the closing tokens are paired as new input.
+  const std::vector<int32_t> prompt = {1, 3};
+  std::vector<int32_t> history = prompt;
+  const std::vector<int32_t> kept = kept_reply_pairs(reply, 4);
+  history.insert(history.end(), kept.begin(), kept.end());
+  const std::vector<int32_t> full = {1, 3, 20, 21, 22, 23, 9, 3, 30};
+  const auto c = continue_pairs(history, full);
+  REQUIRE(c);
+  CHECK(*c == std::vector<int32_t>{1, 3, 20, P, 21, 22, 23, 9, 3, 30});
+}
