@@ -323,6 +323,7 @@ int cmd_chat_pipo(const CommonOptions& o) {
     std::string text;
     std::vector<int32_t> tokens;
     PipoReply rep;
+    r.fidelity = PipoFidelity{r.fidelity.plain, r.fidelity.seq, r.fidelity.every};  // this reply's samples only
     try {
       rep = run_reply(r, s, plan.pairs, o, true, &text, &tokens);
     } catch (const std::length_error& e) {
@@ -330,8 +331,10 @@ int cmd_chat_pipo(const CommonOptions& o) {
       history.pop_back();
       continue;
     }
-    std::fprintf(stderr, "%s · %d of %d pairs cached\n", stats_text(rep, static_cast<int>(cc.prompt.size()), &r.fidelity).c_str(),
-                 rep.reused_pairs, rep.prompt_pairs);
+    // On stdout with the reply, as generate does: approximate text never leaves without its label.
+    std::printf("%s · %d of %d pairs cached\n", stats_text(rep, static_cast<int>(cc.prompt.size()), &r.fidelity).c_str(),
+                rep.reused_pairs, rep.prompt_pairs);
+    std::fflush(stdout);
     latents = plan.pairs;
     latents.insert(latents.end(), rep.new_pairs.begin(), rep.new_pairs.end());
     history.push_back({{"assistant", text}, tokens, v.hash(), r.template_name});

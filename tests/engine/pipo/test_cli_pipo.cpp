@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "engine/cli_runner.h"
 #include "engine/drafters/sha256.h"
@@ -284,4 +285,38 @@ TEST_CASE("cli: compare --pipo-fidelity counts the measured run and not its warm
   REQUIRE(r.json_ok);
   const auto& p = r.json["pipo"];
   CHECK(p["fidelity"]["samples"].get<int>() == p["steps"].get<int>());
+}
+
+TEST_CASE("cli: chat --pipo labels each reply on stdout and gauges each reply on its own", "[model][pipo]") {
+  // Regressions: the label went to stderr only (stdout, piped on, had unlabelled approximate
+  // text), and the fidelity samples of every earlier turn were added into each reply's line.
+  BoundUnit u;
+  const std::string input = u.f.dir.file("turns.txt");
+  {
+    std::ofstream o(input);
+    o << "Hello there\nTell me more\n/exit\n";
+  }
+  const CliResult r = run_cli({"chat", "--pipo", u.dir(), "--model", target_model(), "--pipo-threshold", "0.3",
+                               "--pipo-fidelity", "1", "-n", "6"},
+                              180, input);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> stats;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("[pipo: approximate: not verified by the target]", 0) == 0) stats.push_back(line);
+  }
+  REQUIRE(stats.size() == 2);
+  for (const std::string& line : stats) {
+    INFO(line);
+    // With 1 step in 1, a reply's samples are its own steps.
+    const size_t in_pos = line.find(" tokens in ");
+    REQUIRE(in_pos != std::string::npos);
+    const int steps = std::stoi(line.substr(in_pos + 11));
+    const size_t open = line.find(" samples, 1 step in 1)");
+    REQUIRE(open != std::string::npos);
+    const size_t from = line.rfind('(', open);
+    REQUIRE(from != std::string::npos);
+    CHECK(std::stoi(line.substr(from + 1)) == steps);
+  }
 }
