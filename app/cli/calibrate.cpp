@@ -144,8 +144,21 @@ int cmd_calibrate(const CalibrateOptions& o) {
                      {"hits", counts.hits},         {"misses", counts.misses},
                      {"positions", counts.positions()}, {"prompts", used},
                      {"prompts_file", fs::path(prompts_path).filename().string()}, {"n", o.n}};
-  j["timings"] = calibration_timings_json(t, timing_setup_of(target, o.threads), static_cast<int>(timing_ctx.size()),
-                                          o.reps);
+  // The tables of other setups in the file this replaces (same model files) are kept: a plan
+  // uses only a table of its own setup.
+  const std::string out = o.out.empty() ? calibration_path(draft.path()) : o.out;
+  json previous;
+  if (std::ifstream old_in(out); old_in) {
+    previous = json::parse(old_in, nullptr, false);
+    if (previous.is_discarded() || !previous.is_object() ||
+        !calibration_describes_file(previous.value("target", json()), target.path()) ||
+        !calibration_describes_file(previous.value("draft", json()), draft.path())) {
+      previous = json();
+    }
+  }
+  store_calibration_timings(j, calibration_timings_json(t, timing_setup_of(target, o.threads),
+                                                        static_cast<int>(timing_ctx.size()), o.reps),
+                            previous);
   // What the budget choice makes of it (informational; recomputed at run time).
   const SequoiaPlanner planner(a, std::min(kCalibrationMaxAutoNodes, target.max_batch() - 1), kCalibrationMaxAutoNodes);
   if (t.valid()) {
@@ -155,7 +168,6 @@ int cmd_calibrate(const CalibrateOptions& o) {
                         {"expected_tokens", c.expected_tokens}, {"step_ms", c.step_ms},
                         {"ms_per_token", c.ms_per_token()}};
   }
-  const std::string out = o.out.empty() ? calibration_path(draft.path()) : o.out;
   write_calibration_file(out, j);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (o.json) {

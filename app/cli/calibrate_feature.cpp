@@ -2,6 +2,7 @@
 // the target's hidden states (engine/speculative/feature_calibration.h), behind `--tree auto`.
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <stdexcept>
 
@@ -107,9 +108,12 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   j["date"] = utc_now_iso8601();
   j["backend"] = kCalibrationBackend;
   j["kind"] = o.drafter;
-  j["threads"] = o.threads;
-  j["kv_type"] = o.kv_type;
-  j["activations"] = o.activations;
+  // The setup as the target runs it (timing_setup_of: an f16 target rounds no activations
+  // whatever --activations says), which is what a plan is matched against.
+  const TimingSetup setup = timing_setup_of(*pair.target, o.threads);
+  j["threads"] = setup.threads;
+  j["kv_type"] = setup.kv_type;
+  j["activations"] = setup.activations;
   j["target"] = calibration_file_info(pair.target->path());
   j["drafter"] = calibration_file_info(drafter_path);
   j["prompts"] = used;
@@ -128,6 +132,32 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   const FeatureConfigResult* best = fc.best();
   j["auto_choice"] = best ? feature_config_json(*best) : json{{"tree", "none"}};
   const std::string out = o.out.empty() ? calibration_path(drafter_path) : o.out;
+  // One measurement per setup: this one beside those of other setups in the file it replaces
+  // (same kind and model files).
+  json entry = json::object();
+  for (const char* k : {"date", "threads", "kv_type", "activations", "prompts", "rounds", "n", "baseline_tokens_per_s",
+                        "configs", "auto_choice"}) {
+    entry[k] = j[k];
+  }
+  json previous_list = json::array();
+  if (std::ifstream old_in(out); old_in) {
+    const json previous = json::parse(old_in, nullptr, false);
+    if (previous.is_object() && previous.value("kind", std::string()) == o.drafter &&
+        calibration_describes_file(previous.value("target", json()), pair.target->path()) &&
+        calibration_describes_file(previous.value("drafter", json()), drafter_path)) {
+      previous_list = previous.value("by_setup", json());
+      if (!previous_list.is_array()) {  // a file written before the list: its one measurement
+        previous_list = json::array();
+        json old = json::object();
+        for (const char* k : {"date", "threads", "kv_type", "activations", "prompts", "rounds", "n",
+                              "baseline_tokens_per_s", "configs", "auto_choice"}) {
+          if (previous.contains(k)) old[k] = previous[k];
+        }
+        previous_list.push_back(old);
+      }
+    }
+  }
+  j["by_setup"] = with_setup_entry(previous_list, entry);
   write_calibration_file(out, j);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (o.json) {

@@ -120,6 +120,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
     p.calibration_path = fc.path;
     p.calibration_found = fc.status == FeatureCalibration::Status::ok;
     if (fc.usable()) {
+      if (!fc.setup_note.empty()) p.warnings.push_back(fc.setup_note);
       s.auto_tree = false;
       p.timings_source = "calibration";
       p.baseline_ms_per_token = 1000.0 / fc.baseline_tokens_per_s;
@@ -235,7 +236,9 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
   ctx.has_mtp = features_.mtp;
   if (s.auto_tree && s.drafts() && (s.drafter == DrafterChoice::block || s.drafter == DrafterChoice::mtp)) {
     const std::string& path = s.drafter == DrafterChoice::block ? features_.block_path : features_.mtp_path;
-    if (!path.empty()) ctx.feature_calibration = load_feature_calibration(target.path(), path, s.drafter);
+    if (!path.empty()) {
+      ctx.feature_calibration = load_feature_calibration(target.path(), path, s.drafter, timing_setup_of(target, threads_));
+    }
   }
   ctx.max_nodes = std::max(1, target.max_batch() - 1);
   const bool calibrated = s.drafts() && s.drafter == DrafterChoice::model && draft &&

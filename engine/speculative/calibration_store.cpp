@@ -86,7 +86,7 @@ Calibration load_calibration(const std::string& target_path, const std::string& 
   c.status = Calibration::Status::ok;
   c.accept_by_rank = acceptance_of(doc);
   if (c.accept_by_rank.empty()) c.problem = "calibration " + c.path + " has no usable acceptance vector";
-  c.timings = calibration_timings_from_json(doc.value("timings", json()), setup);
+  c.timings = calibration_timings_of(doc, setup);
   c.doc = std::move(doc);
   return c;
 }
@@ -104,6 +104,53 @@ TimingSetup timing_setup_of(const LlamaModel& target, int threads) {
   s.kv_type = m.kv_type == DType::f32 ? "f32" : "f16";
   s.activations = m.q8_activations ? "q8" : "f32";
   return s;
+}
+
+std::string describe_setup(const TimingSetup& s) {
+  return std::to_string(s.threads) + (s.threads == 1 ? " thread, " : " threads, ") + s.kv_type + " KV cache, " +
+         s.activations + " activations";
+}
+
+TimingSetup setup_of_entry(const json& e) {
+  TimingSetup s;
+  if (!e.is_object()) return s;
+  const auto str = [&](const char* key, const std::string& dflt) {
+    const auto it = e.find(key);
+    return it != e.end() && it->is_string() ? it->get<std::string>() : dflt;
+  };
+  const auto th = e.find("threads");
+  s.threads = th != e.end() && th->is_number_integer() ? th->get<int>() : 0;
+  s.kv_type = str("kv_type", "f16");
+  s.activations = str("activations", "f32");
+  return s;
+}
+
+bool entry_matches_setup(const json& e, const TimingSetup& s) {
+  if (!e.is_object()) return false;
+  const auto th = e.find("threads");
+  if (th == e.end() || !th->is_number_integer() || th->get<int>() != s.threads) return false;
+  const auto same = [&](const char* key, const std::string& want) {
+    const auto it = e.find(key);
+    return it == e.end() || (it->is_string() && it->get<std::string>() == want);
+  };
+  return same("kv_type", s.kv_type) && same("activations", s.activations);
+}
+
+json with_setup_entry(const json& list, const json& fresh) {
+  const TimingSetup f = setup_of_entry(fresh);
+  const std::string backend = fresh.value("backend", std::string());
+  json out = json::array();
+  if (list.is_array()) {
+    for (const json& e : list) {
+      if (!e.is_object()) continue;
+      const TimingSetup s = setup_of_entry(e);
+      const bool same = s.threads == f.threads && s.kv_type == f.kv_type && s.activations == f.activations &&
+                        e.value("backend", std::string()) == backend;
+      if (!same) out.push_back(e);
+    }
+  }
+  out.push_back(fresh);
+  return out;
 }
 
 json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps) {
@@ -137,6 +184,28 @@ StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setu
   return t.valid() ? t : StepTimings{};
 }
 
+StepTimings calibration_timings_of(const json& doc, const TimingSetup& setup) {
+  if (!doc.is_object()) return {};
+  const json list = doc.value("timings_by_setup", json());
+  if (list.is_array()) {
+    for (auto it = list.rbegin(); it != list.rend(); ++it) {  // the newest first
+      const StepTimings t = calibration_timings_from_json(*it, setup);
+      if (t.valid()) return t;
+    }
+  }
+  return calibration_timings_from_json(doc.value("timings", json()), setup);
+}
+
+void store_calibration_timings(json& doc, const json& table, const json& previous) {
+  json list = previous.is_object() ? previous.value("timings_by_setup", json()) : json();
+  if (!list.is_array()) {
+    list = json::array();
+    if (previous.is_object() && previous.value("timings", json()).is_object()) list.push_back(previous["timings"]);
+  }
+  doc["timings_by_setup"] = with_setup_entry(list, table);
+  doc["timings"] = table;
+}
+
 std::string utc_now_iso8601() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
@@ -168,7 +237,7 @@ void cache_calibration_timings(const Calibration& c, const std::string& target_p
   updated["date"] = utc_now_iso8601();
   updated["target"] = calibration_file_info(target_path);
   updated["draft"] = calibration_file_info(draft_path);
-  updated["timings"] = calibration_timings_json(t, setup, context_tokens, reps);
+  store_calibration_timings(updated, calibration_timings_json(t, setup, context_tokens, reps), c.doc);
   write_calibration_file(c.path, updated);
 }
 

@@ -42,6 +42,19 @@ class LlamaModel;
 // The setup `target` runs with now (its KV type and activation rounding) on `threads`.
 TimingSetup timing_setup_of(const LlamaModel& target, int threads);
 
+// "2 threads, f16 KV cache, f32 activations": for notes that name a setup.
+std::string describe_setup(const TimingSetup& s);
+// The setup an entry of a calibration file was measured with: its "threads", "kv_type" and
+// "activations" (absent in files written before they were recorded: the defaults).
+TimingSetup setup_of_entry(const nlohmann::json& entry);
+// Whether an entry is for `s`: same thread count, and same KV type and activation rounding where
+// the entry records them (an older entry without them matches any).
+bool entry_matches_setup(const nlohmann::json& entry, const TimingSetup& s);
+// A file keeps one measurement per setup (a user who alternates thread counts or KV types keeps
+// both): `list` (a JSON array of entries, anything else = none) without the entries of
+// `fresh`'s setup (setup_of_entry, compared in full), then `fresh`. Order: oldest first.
+nlohmann::json with_setup_entry(const nlohmann::json& list, const nlohmann::json& fresh);
+
 // What the calibration beside a pair's draft offers for planning.
 struct Calibration {
   enum class Status {
@@ -81,6 +94,15 @@ nlohmann::json calibration_timings_json(const StepTimings& t, const TimingSetup&
 // another backend, thread count, KV type or activation rounding, or malformed. An entry written
 // before kv_type / activations were recorded matches any value of the key it lacks.
 StepTimings calibration_timings_from_json(const nlohmann::json& j, const TimingSetup& setup);
+// The timings of a calibration object for `setup`: from its "timings_by_setup" list (one table
+// per setup), else from "timings" (the latest table; the only one in files written before the
+// list). Invalid (empty) when none is for this setup.
+StepTimings calibration_timings_of(const nlohmann::json& doc, const TimingSetup& setup);
+// Puts a table (calibration_timings_json) into a calibration object: "timings" becomes it, and
+// "timings_by_setup" keeps it beside the tables of other setups (with_setup_entry; a file with
+// only "timings" has that table carried into the list). `previous`: the file's object before
+// this write (null = none), whose tables of other setups are kept.
+void store_calibration_timings(nlohmann::json& doc, const nlohmann::json& table, const nlohmann::json& previous);
 // The current UTC time as "YYYY-MM-DDTHH:MM:SSZ".
 std::string utc_now_iso8601();
 // Writes `j` (indented) through a temporary file and a rename, so readers never see half a

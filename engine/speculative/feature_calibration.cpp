@@ -107,7 +107,7 @@ bool feature_config_from_json(const json& j, DrafterChoice drafter, FeatureConfi
 }
 
 FeatureCalibration load_feature_calibration(const std::string& target_path, const std::string& drafter_path,
-                                            DrafterChoice drafter) {
+                                            DrafterChoice drafter, const TimingSetup& setup) {
   FeatureCalibration c;
   const std::string name = drafter == DrafterChoice::block ? "block" : "mtp";
   c.path = calibration_path(drafter_path);
@@ -130,10 +130,29 @@ FeatureCalibration load_feature_calibration(const std::string& target_path, cons
     return c;
   }
   c.status = FeatureCalibration::Status::ok;
-  c.threads = doc.value("threads", 0);
-  const json base_tps = doc.value("baseline_tokens_per_s", json());
+  // The measurement of this setup: from the list (newest first), else the top level's (the
+  // latest measurement; the only one in files written before the list), noted when it differs.
+  json m = doc;
+  bool found = entry_matches_setup(doc, setup);
+  const json by_setup = doc.value("by_setup", json());
+  if (!found && by_setup.is_array()) {
+    for (auto it = by_setup.rbegin(); it != by_setup.rend() && !found; ++it) {
+      if (entry_matches_setup(*it, setup)) {
+        m = *it;
+        found = true;
+      }
+    }
+  }
+  c.measured = setup_of_entry(m);
+  if (!found) {
+    c.setup_note = "the " + name + " drafter's calibration was measured with " + describe_setup(c.measured) +
+                   ", not this run's " + describe_setup(setup) + ": its choice may not be the fastest here (re-run " +
+                   "`specchat-cli calibrate --drafter " + name + "` with these settings)";
+  }
+  c.threads = c.measured.threads;
+  const json base_tps = m.value("baseline_tokens_per_s", json());
   c.baseline_tokens_per_s = base_tps.is_number() ? base_tps.get<double>() : 0.0;
-  const json list = doc.value("configs", json::array());
+  const json list = m.value("configs", json::array());
   if (list.is_array()) {
     for (const json& j : list) {
       FeatureConfigResult r;

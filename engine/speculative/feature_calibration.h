@@ -11,10 +11,13 @@
 // then runs the fastest one, or plain decoding when none beats it.
 //
 // The file lives beside the drafter: "<drafter path without .gguf>.calibration.json":
-//   version, date, backend "cpu", kind "block"|"mtp", threads, prompts, n,
+//   version, date, backend "cpu", kind "block"|"mtp", threads, kv_type, activations, prompts, n,
 //   target / drafter: {file, size, fingerprint} (calibration_file_info),
 //   baseline_tokens_per_s,
-//   configs: [{tree "chain"|"dynamic", draft_k, node_budget, depth, branch, tau, tokens_per_s}]
+//   configs: [{tree "chain"|"dynamic", draft_k, node_budget, depth, branch, tau, tokens_per_s}],
+//   by_setup: [{date, threads, kv_type, activations, prompts, rounds, n, baseline_tokens_per_s,
+//               configs, auto_choice}]: one measurement per setup (TimingSetup), the top-level
+//   fields being the latest one's.
 // It needs nlohmann-json: built with the front-end library like calibration_store.cpp.
 #pragma once
 
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "engine/runtime/spec_settings.h"
+#include "engine/speculative/calibration_store.h"
 
 namespace specchat {
 
@@ -43,6 +47,10 @@ struct FeatureCalibration {
   std::string problem;  // why it cannot be used, without a final period; "" when usable
   double baseline_tokens_per_s = 0;
   int threads = 0;
+  TimingSetup measured;                      // the setup of the measurement read
+  // Non-empty when no measurement is for the setup asked for, so the latest one is used: says
+  // which setup it was made with and how to measure this one (a planning warning).
+  std::string setup_note;
   std::vector<FeatureConfigResult> configs;  // [n] measured, in file order
 
   bool usable() const { return status == Status::ok && !configs.empty() && baseline_tokens_per_s > 0; }
@@ -57,10 +65,11 @@ struct FeatureCalibration {
 // for another drafter or B < 2.
 std::vector<SpecSettings> feature_calibration_grid(DrafterChoice drafter, int block_size);
 
-// Reads the calibration of `drafter_path` for the target at `target_path`. Never throws: a
-// missing, unreadable or foreign file is a status and a `problem` naming the fix.
+// Reads the calibration of `drafter_path` for the target at `target_path`: the measurement made
+// with `setup` (threads, KV type, activation rounding), else the latest one with a setup_note.
+// Never throws: a missing, unreadable or foreign file is a status and a `problem` naming the fix.
 FeatureCalibration load_feature_calibration(const std::string& target_path, const std::string& drafter_path,
-                                            DrafterChoice drafter);
+                                            DrafterChoice drafter, const TimingSetup& setup);
 
 // The JSON of one configuration result and its inverse (false when malformed).
 nlohmann::json feature_config_json(const FeatureConfigResult& r);

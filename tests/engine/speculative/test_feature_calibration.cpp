@@ -28,6 +28,8 @@ namespace {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+const TimingSetup kSetup{2, "f16", "f32"};
+
 FeatureConfigResult config(TreeMode mode, int k_or_n, int depth, double tau, double tps) {
   FeatureConfigResult r;
   r.settings.drafter = DrafterChoice::block;
@@ -152,13 +154,13 @@ TEST_CASE("plan_tree auto for the block drafter: the fastest measured configurat
 TEST_CASE("load_feature_calibration: missing, unreadable, other files, malformed entries", "[model][calibration]") {
   ScratchModels m;
   const std::string path = calibration_path(m.drafter());
-  FeatureCalibration c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block);
+  FeatureCalibration c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, kSetup);
   CHECK(c.status == FeatureCalibration::Status::missing);
   CHECK(contains(c.problem, "calibrate --drafter block"));
   CHECK_FALSE(c.usable());
 
   std::ofstream(path) << "{ not json";
-  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block);
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, kSetup);
   CHECK(c.status == FeatureCalibration::Status::unreadable);
 
   json j{{"kind", "block"},
@@ -171,7 +173,7 @@ TEST_CASE("load_feature_calibration: missing, unreadable, other files, malformed
                 {"tokens_per_s", 5000.0}},
            json{{"tree", "sideways"}}}}};
   write_calibration_file(path, j);
-  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block);
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, kSetup);
   REQUIRE(c.status == FeatureCalibration::Status::ok);
   REQUIRE(c.configs.size() == 1);  // the malformed entries are skipped
   CHECK(c.configs[0].settings.draft_k == 4);
@@ -180,11 +182,11 @@ TEST_CASE("load_feature_calibration: missing, unreadable, other files, malformed
   CHECK(c.best()->tokens_per_s == Approx(1100));
 
   // Made for the MTP head, or for another target: not used.
-  CHECK(load_feature_calibration(m.target(), m.drafter(), DrafterChoice::mtp).status ==
+  CHECK(load_feature_calibration(m.target(), m.drafter(), DrafterChoice::mtp, kSetup).status ==
         FeatureCalibration::Status::other_files);
   j["target"]["fingerprint"] = "0000000000000000";
   write_calibration_file(path, j);
-  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block);
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, kSetup);
   CHECK(c.status == FeatureCalibration::Status::other_files);
   CHECK(contains(c.problem, "other model files"));
 }
@@ -203,8 +205,10 @@ TEST_CASE("cli: calibrate --drafter block, then generate --tree auto runs its ch
   CHECK(cal.json["configs"].size() == feature_calibration_grid(DrafterChoice::block, block_size).size());
   CHECK(cal.json["baseline_tokens_per_s"].get<double>() > 0);
   for (const auto& c : cal.json["configs"]) CHECK(c["tau"].get<double>() >= 1.0);
-  const FeatureCalibration fc = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block);
+  const TimingSetup measured = setup_of_entry(cal.json);
+  const FeatureCalibration fc = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, measured);
   REQUIRE(fc.usable());
+  CHECK(fc.setup_note.empty());
 
   const std::vector<std::string> base = {"generate", "--json", "-n", "32", "--model", m.target(),
                                          "--chat", "Tell me a story about a cat."};
@@ -226,4 +230,71 @@ TEST_CASE("cli: calibrate --drafter block, then generate --tree auto runs its ch
   } else {
     CHECK(plan["tree"] == "none");
   }
+}
+
+TEST_CASE("load_feature_calibration: one measurement per setup, the latest with a note for another",
+          "[model][calibration]") {
+  // Regression: the file held one measurement, so calibrating with another thread count or KV
+  // type replaced the first, and a run with any setup used whatever was measured last, silently.
+  ScratchModels m;
+  const std::string path = calibration_path(m.drafter());
+  const auto measurement = [&](int threads, const std::string& kv, double chain_tps) {
+    return json{{"threads", threads}, {"kv_type", kv}, {"activations", "f32"}, {"baseline_tokens_per_s", 800.0},
+                {"configs", {feature_config_json(config(TreeMode::chain, 3, 3, 2.5, chain_tps))}}};
+  };
+  json doc{{"kind", "block"}, {"target", calibration_file_info(m.target())}, {"drafter", calibration_file_info(m.drafter())}};
+  const json a = measurement(1, "f16", 1000), b = measurement(2, "f32", 1500);
+  for (const auto& [k, v] : b.items()) doc[k] = v;  // the latest at the top level
+  doc["by_setup"] = with_setup_entry(with_setup_entry(json::array(), a), b);
+  REQUIRE(doc["by_setup"].size() == 2);
+  write_calibration_file(path, doc);
+  FeatureCalibration c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {1, "f16", "f32"});
+  REQUIRE(c.usable());
+  CHECK(c.setup_note.empty());
+  CHECK(c.threads == 1);
+  CHECK(c.configs.at(0).tokens_per_s == Approx(1000));
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {2, "f32", "f32"});
+  CHECK(c.setup_note.empty());
+  CHECK(c.configs.at(0).tokens_per_s == Approx(1500));
+  // No measurement for this setup: the latest, with a note naming both setups.
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {4, "f16", "f32"});
+  REQUIRE(c.usable());
+  CHECK(c.configs.at(0).tokens_per_s == Approx(1500));
+  CHECK(contains(c.setup_note, "2 threads, f32 KV cache"));
+  CHECK(contains(c.setup_note, "4 threads, f16 KV cache"));
+  // The planner passes the note on as a warning.
+  PlanContext ctx = block_ctx();
+  ctx.feature_calibration = c;
+  SpecSettings s;
+  s.drafter = DrafterChoice::block;
+  s.auto_tree = true;
+  s.draft_k = 4;
+  const TreePlan p = RequestPlanner::plan_tree(s, ctx);
+  bool warned = false;
+  for (const std::string& w : p.warnings) warned = warned || contains(w, "calibrate --drafter block");
+  CHECK(warned);
+  // A same-setup entry is replaced, not added.
+  CHECK(with_setup_entry(doc["by_setup"], measurement(1, "f16", 1200)).size() == 2);
+  CHECK(with_setup_entry(doc["by_setup"], measurement(1, "f32", 1200)).size() == 3);
+}
+
+TEST_CASE("cli: calibrate --drafter block keeps the measurement of another setup", "[model][cli][calibration]") {
+  ScratchModels m;
+  const std::vector<std::string> cal = {"calibrate", "--drafter", "block", "--model", m.target(), "--block-drafter",
+                                        m.drafter(), "--max-prompts", "1", "-n", "8", "--rounds", "1", "--json"};
+  std::vector<std::string> one = cal, f32 = cal;
+  one.insert(one.end(), {"--threads", "1"});
+  f32.insert(f32.end(), {"--threads", "1", "--kv-type", "f32"});
+  const test::CliResult r1 = test::run_cli(one);
+  INFO(r1.describe());
+  REQUIRE(r1.exit_code == 0);
+  const test::CliResult r2 = test::run_cli(f32);
+  INFO(r2.describe());
+  REQUIRE(r2.exit_code == 0);
+  std::ifstream in(calibration_path(m.drafter()));
+  const json doc = json::parse(in);
+  REQUIRE(doc["by_setup"].size() == 2);
+  CHECK(doc["kv_type"] == "f32");  // the latest at the top level
+  CHECK(load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {1, "f16", "f32"}).setup_note.empty());
+  CHECK(load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {1, "f32", "f32"}).setup_note.empty());
 }

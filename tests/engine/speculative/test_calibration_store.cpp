@@ -1,0 +1,103 @@
+// The model drafter's calibration file (engine/speculative/calibration_store.h): timing tables
+// kept per setup (threads, KV type, activation rounding), so alternating setups do not replace
+// each other's tables, and a file written before the per-setup list still serves its table.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/speculative/calibration_file.h"
+#include "engine/speculative/calibration_store.h"
+
+using namespace specchat;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Two small stand-in model files (a calibration names files by size and fingerprint only).
+struct ScratchPair {
+  fs::path dir;
+  ScratchPair() {
+    dir = fs::temp_directory_path() / ("specchat-calstore-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    std::ofstream(dir / "t.gguf") << "target bytes";
+    std::ofstream(dir / "d.gguf") << "draft bytes, other";
+  }
+  ~ScratchPair() { fs::remove_all(dir); }
+  std::string target() const { return (dir / "t.gguf").string(); }
+  std::string draft() const { return (dir / "d.gguf").string(); }
+};
+
+StepTimings table(double scale) {
+  StepTimings t;
+  t.draft_widths = {1, 2};
+  t.draft_ms = {1.0 * scale, 1.5 * scale};
+  t.verify_nodes = {0, 1, 2};
+  t.verify_ms = {2.0 * scale, 2.1 * scale, 2.3 * scale};
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("calibration store: alternating setups keep one timing table each", "[unit][calibration]") {
+  // Regression: the file held one table, so timing with 1 thread and then with 2 (or f16 and
+  // then f32 KV) threw the first away and the next run with the first setup re-measured.
+  ScratchPair p;
+  const TimingSetup one{1, "f16", "f32"}, two{2, "f16", "f32"}, f32kv{1, "f32", "f32"};
+  Calibration c = load_calibration(p.target(), p.draft(), one);
+  REQUIRE(c.status == Calibration::Status::missing);
+  cache_calibration_timings(c, p.target(), p.draft(), table(1), one, 64, 3);
+  c = load_calibration(p.target(), p.draft(), two);
+  REQUIRE(c.status == Calibration::Status::ok);
+  CHECK_FALSE(c.timings.valid());
+  cache_calibration_timings(c, p.target(), p.draft(), table(2), two, 64, 3);
+  c = load_calibration(p.target(), p.draft(), f32kv);
+  CHECK_FALSE(c.timings.valid());
+  cache_calibration_timings(c, p.target(), p.draft(), table(3), f32kv, 64, 3);
+
+  CHECK(load_calibration(p.target(), p.draft(), one).timings.draft_ms.at(0) == Approx(1.0));
+  CHECK(load_calibration(p.target(), p.draft(), two).timings.draft_ms.at(0) == Approx(2.0));
+  CHECK(load_calibration(p.target(), p.draft(), f32kv).timings.draft_ms.at(0) == Approx(3.0));
+  // Re-timing a setup replaces its table only.
+  c = load_calibration(p.target(), p.draft(), two);
+  cache_calibration_timings(c, p.target(), p.draft(), table(5), two, 64, 3);
+  c = load_calibration(p.target(), p.draft(), two);
+  CHECK(c.timings.draft_ms.at(0) == Approx(5.0));
+  CHECK(c.doc["timings_by_setup"].size() == 3);
+  CHECK(c.doc["timings"]["threads"] == 2);  // the latest at "timings"
+  CHECK(load_calibration(p.target(), p.draft(), one).timings.draft_ms.at(0) == Approx(1.0));
+}
+
+TEST_CASE("calibration store: a file with only \"timings\" keeps it when another setup is added", "[unit][calibration]") {
+  ScratchPair p;
+  const TimingSetup one{1, "f16", "f32"}, two{2, "f16", "f32"};
+  json doc{{"version", kCalibrationVersion},
+           {"target", calibration_file_info(p.target())},
+           {"draft", calibration_file_info(p.draft())},
+           {"timings", calibration_timings_json(table(1), one, 64, 3)}};
+  doc["timings"].erase("kv_type");  // as files written before kv_type was recorded
+  write_calibration_file(calibration_path(p.draft()), doc);
+  Calibration c = load_calibration(p.target(), p.draft(), one);
+  REQUIRE(c.timings.valid());
+  cache_calibration_timings(load_calibration(p.target(), p.draft(), two), p.target(), p.draft(), table(2), two, 64, 3);
+  CHECK(load_calibration(p.target(), p.draft(), one).timings.draft_ms.at(0) == Approx(1.0));
+  CHECK(load_calibration(p.target(), p.draft(), two).timings.draft_ms.at(0) == Approx(2.0));
+}
+
+TEST_CASE("calibration store: setups are described and matched", "[unit][calibration]") {
+  CHECK(describe_setup({1, "f16", "q8"}) == "1 thread, f16 KV cache, q8 activations");
+  CHECK(describe_setup({2, "f32", "f32"}) == "2 threads, f32 KV cache, f32 activations");
+  const json e{{"threads", 2}, {"kv_type", "f32"}};
+  CHECK(entry_matches_setup(e, {2, "f32", "f32"}));
+  CHECK(entry_matches_setup(e, {2, "f32", "q8"}));  // activations not recorded: any
+  CHECK_FALSE(entry_matches_setup(e, {2, "f16", "f32"}));
+  CHECK_FALSE(entry_matches_setup(e, {1, "f32", "f32"}));
+  CHECK_FALSE(entry_matches_setup(json{{"kv_type", "f32"}}, {0, "f32", "f32"}));  // no thread count
+  const TimingSetup s = setup_of_entry(e);
+  CHECK(s.threads == 2);
+  CHECK(s.kv_type == "f32");
+  CHECK(s.activations == "f32");
+}
