@@ -18,9 +18,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/gguf_values.h"
 #include "kernels/cpu/quant.h"
 
 namespace specchat {
+
+using namespace gguf_detail;
 
 static_assert(std::endian::native == std::endian::little,
               "GGUF is little endian; this reader copies values without byte swapping");
@@ -35,7 +38,6 @@ constexpr int kMaxArrayDepth = 8;                         // nested arrays: boun
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;               // key length, value type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;   // name length, n_dims, type, offset
 
-bool known_value_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::f64); }
 
 }  // namespace
 
@@ -45,22 +47,9 @@ bool gguf_loads_type(DType) {
 
 namespace {
 
-bool is_int_type(GgufType t) {
-  const auto u = static_cast<uint32_t>(t);  // u8..i32 are 0..5, u64 and i64 are 10 and 11
-  return u <= 5 || u == 10 || u == 11;
-}
-
-// Indexed by GgufType (0..12).
-constexpr const char* kValueTypeNames[] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
-                                           "bool", "string", "array", "u64", "i64", "f64"};
 // Smallest encoded size of one value of each type (bounds counts by the file size); a string
 // is at least its u64 length, an array its u32 element type and u64 count.
 constexpr uint64_t kMinValueBytes[] = {1, 1, 2, 2, 4, 4, 4, 1, 8, 12, 8, 8, 8};
-
-const char* value_type_name(GgufType t) {
-  return known_value_type(static_cast<uint32_t>(t)) ? kValueTypeNames[static_cast<uint32_t>(t)]
-                                                    : "unknown";
-}
 
 uint64_t sat_add(uint64_t a, uint64_t b) {
   uint64_t r = 0;
@@ -166,53 +155,7 @@ GgufValue read_value(Reader& r, GgufType type, int depth) {
   return v;
 }
 
-std::string dims_string(const std::vector<uint64_t>& ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-  return s + "]";
-}
-
 uint64_t tensor_bytes(DType type, uint64_t n) { return dtype_row_bytes(type, n); }
-
-std::string value_summary(const GgufValue& v) {
-  const std::string type = value_type_name(v.type);
-  if (auto u = std::get_if<uint64_t>(&v.v)) return type + " " + std::to_string(*u);
-  if (auto s = std::get_if<int64_t>(&v.v)) return type + " " + std::to_string(*s);
-  if (auto d = std::get_if<double>(&v.v)) return type + " " + std::to_string(*d);
-  if (v.type == GgufType::array) return "array of " + std::string(value_type_name(v.array_type));
-  return type;
-}
-
-// Integer value `v` as T when it is an integer type and fits.
-template <class T>
-bool int_as(const GgufValue& v, T* out) {
-  if (!is_int_type(v.type)) return false;
-  if (auto u = std::get_if<uint64_t>(&v.v); u && std::in_range<T>(*u)) {
-    *out = static_cast<T>(*u);
-    return true;
-  }
-  if (auto s = std::get_if<int64_t>(&v.v); s && std::in_range<T>(*s)) {
-    *out = static_cast<T>(*s);
-    return true;
-  }
-  return false;
-}
-
-// Float value of a float or integer `v`; false for other types or a finite f64 beyond f32 range.
-bool float_as(const GgufValue& v, float* out) {
-  if (v.type == GgufType::f32 || v.type == GgufType::f64) {
-    const double* d = std::get_if<double>(&v.v);
-    if (!d) return false;
-    if (std::isfinite(*d) && std::fabs(*d) > std::numeric_limits<float>::max()) return false;
-    *out = static_cast<float>(*d);
-    return true;
-  }
-  if (!is_int_type(v.type)) return false;
-  if (auto u = std::get_if<uint64_t>(&v.v)) *out = static_cast<float>(*u);
-  else if (auto s = std::get_if<int64_t>(&v.v)) *out = static_cast<float>(*s);
-  else return false;
-  return true;
-}
 
 // One tensor-info entry: name, shape, type and offset, each checked before use.
 GgufTensorInfo read_tensor_info(Reader& r, uint32_t alignment) {
@@ -261,22 +204,6 @@ GgufTensorInfo read_tensor_info(Reader& r, uint32_t alignment) {
   return t;
 }
 
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    // Zero or subnormal: mant * 2^-24 is exact in f32.
-    const float f = static_cast<float>(mant) * 5.9604644775390625e-08f;
-    return sign ? -f : f;
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);  // inf, or nan keeping the payload
-  } else {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);  // rebias 15 -> 127
-  }
-  return std::bit_cast<float>(bits);
-}
 
 }  // namespace
 
@@ -461,119 +388,6 @@ const GgufValue* GgufFile::find(const std::string& key) const {
   return it == kv_.end() ? nullptr : &it->second;
 }
 
-namespace {
-
-const GgufValue& need_key(const GgufFile& f, const std::string& key) {
-  const GgufValue* v = f.find(key);
-  if (!v) {
-    throw GgufError(GgufErrorKind::missing_key,
-                    f.path() + ": metadata key '" + key + "' is missing");
-  }
-  return *v;
-}
-
-[[noreturn]] void wrong(const GgufFile& f, const std::string& key, const GgufValue& v,
-                        const std::string& expected) {
-  throw GgufError(GgufErrorKind::wrong_type, f.path() + ": metadata key '" + key + "' is " +
-                                                 value_summary(v) + ", expected " + expected);
-}
-
-const std::vector<GgufValue>& need_array(const GgufFile& f, const std::string& key,
-                                         const std::string& expected) {
-  const GgufValue& v = need_key(f, key);
-  const auto* a = std::get_if<std::vector<GgufValue>>(&v.v);
-  if (v.type != GgufType::array || !a) wrong(f, key, v, expected);
-  return *a;
-}
-
-[[noreturn]] void wrong_elem(const GgufFile& f, const std::string& key, size_t i,
-                             const GgufValue& e, const std::string& expected) {
-  throw GgufError(GgufErrorKind::wrong_type,
-                  f.path() + ": element " + std::to_string(i) + " of metadata array '" + key +
-                      "' is " + value_summary(e) + ", expected " + expected);
-}
-
-}  // namespace
-
-uint32_t GgufFile::get_u32(const std::string& key) const {
-  const GgufValue& v = need_key(*this, key);
-  uint32_t out = 0;
-  if (!int_as(v, &out)) wrong(*this, key, v, "an integer that fits u32");
-  return out;
-}
-
-int64_t GgufFile::get_i64(const std::string& key) const {
-  const GgufValue& v = need_key(*this, key);
-  int64_t out = 0;
-  if (!int_as(v, &out)) wrong(*this, key, v, "an integer that fits i64");
-  return out;
-}
-
-float GgufFile::get_f32(const std::string& key) const {
-  const GgufValue& v = need_key(*this, key);
-  float out = 0;
-  if (!float_as(v, &out)) wrong(*this, key, v, "a number that fits f32");
-  return out;
-}
-
-bool GgufFile::get_bool(const std::string& key) const {
-  const GgufValue& v = need_key(*this, key);
-  const bool* b = std::get_if<bool>(&v.v);
-  if (v.type != GgufType::boolean || !b) wrong(*this, key, v, "bool");
-  return *b;
-}
-
-std::string GgufFile::get_string(const std::string& key) const {
-  const GgufValue& v = need_key(*this, key);
-  const std::string* s = std::get_if<std::string>(&v.v);
-  if (v.type != GgufType::string || !s) wrong(*this, key, v, "string");
-  return *s;
-}
-
-uint32_t GgufFile::get_u32_or(const std::string& key, uint32_t fallback) const {
-  return has(key) ? get_u32(key) : fallback;
-}
-float GgufFile::get_f32_or(const std::string& key, float fallback) const {
-  return has(key) ? get_f32(key) : fallback;
-}
-bool GgufFile::get_bool_or(const std::string& key, bool fallback) const {
-  return has(key) ? get_bool(key) : fallback;
-}
-std::string GgufFile::get_string_or(const std::string& key, const std::string& fallback) const {
-  return has(key) ? get_string(key) : fallback;
-}
-
-std::vector<std::string> GgufFile::get_string_array(const std::string& key) const {
-  const auto& a = need_array(*this, key, "array of string");
-  if (find(key)->array_type != GgufType::string) wrong(*this, key, *find(key), "array of string");
-  std::vector<std::string> out;
-  out.reserve(a.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    const std::string* s = std::get_if<std::string>(&a[i].v);
-    if (!s) wrong_elem(*this, key, i, a[i], "string");
-    out.push_back(*s);
-  }
-  return out;
-}
-
-std::vector<float> GgufFile::get_f32_array(const std::string& key) const {
-  const auto& a = need_array(*this, key, "array of numbers");
-  std::vector<float> out(a.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!float_as(a[i], &out[i])) wrong_elem(*this, key, i, a[i], "a number that fits f32");
-  }
-  return out;
-}
-
-std::vector<int32_t> GgufFile::get_i32_array(const std::string& key) const {
-  const auto& a = need_array(*this, key, "array of integers");
-  std::vector<int32_t> out(a.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!int_as(a[i], &out[i])) wrong_elem(*this, key, i, a[i], "an integer that fits i32");
-  }
-  return out;
-}
-
 const GgufTensorInfo* GgufFile::tensor(const std::string& name) const {
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
@@ -589,41 +403,6 @@ const GgufTensorInfo& GgufFile::require_tensor(const std::string& name,
                                                    dims_string(ne));
   }
   return *t;
-}
-
-void dequantize_to_f32(GgmlType type, const uint8_t* src, float* dst, uint64_t n) {
-  switch (type) {
-    case GgmlType::f32:
-      if (n) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case GgmlType::f16:
-      for (uint64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = f16_to_f32(h);
-      }
-      return;
-    case GgmlType::bf16:
-      for (uint64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
-      }
-      return;
-    case GgmlType::q8_0: case GgmlType::q4_0: case GgmlType::q4_k: case GgmlType::q5_k: case GgmlType::q6_k:
-      if (n % static_cast<uint64_t>(dtype_block_size(type)) != 0) {
-        throw GgufError(GgufErrorKind::absurd_value, std::string("dequantize_to_f32: ") + dtype_name(type) +
-                                                         " needs a multiple of " +
-                                                         std::to_string(dtype_block_size(type)) + " elements, got " +
-                                                         std::to_string(n));
-      }
-      cpu::dequantize_row_ref(type, src, dst, static_cast<int64_t>(n));
-      return;
-    default:
-      break;
-  }
-  throw GgufError(GgufErrorKind::unknown_type,
-                  std::string("dequantize_to_f32: unsupported type ") + dtype_name(type));
 }
 
 }  // namespace specchat
