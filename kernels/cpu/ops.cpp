@@ -234,12 +234,63 @@ void rope_with_table(float* x, const int32_t* pos, int n_tokens, int n_head, int
   }
 }
 
+namespace {
+
+using v16f = float __attribute__((vector_size(64)));
+using v16i = int32_t __attribute__((vector_size(64)));
+
+}  // namespace
+
+// SiLU(g) * up over 16 lanes, with exp from Cephes expf: -g = n ln 2 + r (|r| <= ln 2 / 2;
+// n rounded to nearest by adding and subtracting 1.5 * 2^23), a degree-6 polynomial for e^r,
+// 2^n from the exponent bits. Relative error a few ulp against std::exp; the argument is
+// clamped to [-87, 88] (e^-87 and e^88 stay normal and finite, so g / (1 + e^-g) needs no
+// special case). A macro, not a function: generic vectors must not cross the clones' ABIs.
+#define SPECCHAT_SWIGLU16(G, U, OUT)                                             \
+  do {                                                                          \
+    const v16f g_ = (G);                                                        \
+    v16f x_ = -g_;                                                              \
+    x_ = x_ < -87.0f ? v16f{} - 87.0f : x_;                                     \
+    x_ = x_ > 88.0f ? v16f{} + 88.0f : x_;                                      \
+    const v16f n_ = (x_ * 1.44269504088896341f + 12582912.0f) - 12582912.0f;   \
+    v16f r_ = x_ - n_ * 0.693359375f;                                           \
+    r_ = r_ - n_ * -2.12194440e-4f;                                             \
+    v16f p_ = r_ * 1.9875691500e-4f + 1.3981999507e-3f;                         \
+    p_ = p_ * r_ + 8.3334519073e-3f;                                            \
+    p_ = p_ * r_ + 4.1665795894e-2f;                                            \
+    p_ = p_ * r_ + 1.6666665459e-1f;                                            \
+    p_ = p_ * r_ + 5.0000001201e-1f;                                            \
+    p_ = p_ * (r_ * r_) + r_ + 1.0f;                                            \
+    const v16i e_ = (__builtin_convertvector(n_, v16i) + 127) << 23;            \
+    v16f s_;                                                                    \
+    __builtin_memcpy(&s_, &e_, sizeof s_);                                      \
+    (OUT) = g_ / (1.0f + p_ * s_) * (U);                                        \
+  } while (0)
+
+// Cloned per ISA (x86-64-v4: one 16-lane vector, v3: two of 8, baseline: four of 4): where
+// std::exp was one libm call per element (2.6 ns: the bundled target's 864-wide rows took
+// 2.2 µs each). Every element goes through the same 16-lane code (a short tail through a
+// padded copy), so its result does not depend on its index or on n (batch invariance).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {  // out may be gate (in place): read, then write, 16 at a time
+    v16f g, u, o;
+    __builtin_memcpy(&g, gate + i, sizeof g);
+    __builtin_memcpy(&u, up + i, sizeof u);
+    SPECCHAT_SWIGLU16(g, u, o);
+    __builtin_memcpy(out + i, &o, sizeof o);
+  }
+  if (i < n) {
+    const size_t rest = static_cast<size_t>(n - i);
+    v16f g{}, u{}, o;
+    __builtin_memcpy(&g, gate + i, rest * sizeof(float));
+    __builtin_memcpy(&u, up + i, rest * sizeof(float));
+    SPECCHAT_SWIGLU16(g, u, o);
+    __builtin_memcpy(out + i, &o, rest * sizeof(float));
   }
 }
+#undef SPECCHAT_SWIGLU16
 
 void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
