@@ -10,6 +10,7 @@
 #include <random>
 
 #include "engine/gguf.h"
+#include "gguf_outcome.h"
 #include "gguf_writer.h"
 #include "test_paths.h"
 
@@ -22,31 +23,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using Outcome = specchat::test::GgufOutcome;
+constexpr auto outcome_of = [](auto&& f) { return specchat::test::gguf_outcome_of(f); };
+
 constexpr const char* kLabel = "test.gguf";
 
-// "ok" or the GgufError kind name, plus what(). Any other exception fails the test.
-struct Outcome {
-  std::string kind;
-  std::string message;
-};
-
 Outcome parse(std::vector<uint8_t> bytes) {
-  try {
-    GgufFile::from_bytes(std::move(bytes), kLabel);
-    return {"ok", ""};
-  } catch (const GgufError& e) {
-    return {gguf_error_kind_name(e.kind()), e.what()};
-  }
-}
-
-template <class F>
-Outcome outcome_of(F&& f) {
-  try {
-    f();
-    return {"ok", ""};
-  } catch (const GgufError& e) {
-    return {gguf_error_kind_name(e.kind()), e.what()};
-  }
+  return outcome_of([&] { GgufFile::from_bytes(std::move(bytes), kLabel); });
 }
 
 bool starts_with(const std::string& s, const std::string& head) { return s.rfind(head, 0) == 0; }

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "engine/gguf.h"
+#include "gguf_outcome.h"
 #include "gguf_writer.h"
 
 using namespace specchat;
@@ -16,17 +17,6 @@ namespace gv = specchat::test::gguf_value;
 namespace {
 
 constexpr const char* kLabel = "test.gguf";
-
-// The GgufError kind name of what `f` throws, "ok" when it returns.
-template <class F>
-std::string kind_of(F&& f) {
-  try {
-    f();
-    return "ok";
-  } catch (const GgufError& e) {
-    return gguf_error_kind_name(e.kind());
-  }
-}
 
 std::vector<float> dequant(const GgufTensorInfo& t) {
   std::vector<float> out(t.n_elements());
@@ -98,7 +88,7 @@ TEST_CASE("gguf: f32 and q8_0 dequantization", "[unit]") {
     CHECK(q[j] == 0.5f * static_cast<float>(j - 16));
     CHECK(q[32 + j] == (j % 2 ? -254.0f : 256.0f));
   }
-  CHECK(kind_of([&] { dequantize_to_f32(GgmlType::q8_0, blocks.data(), q.data(), 33); }) ==
+  CHECK(test::gguf_outcome_of([&] { dequantize_to_f32(GgmlType::q8_0, blocks.data(), q.data(), 33); }).kind ==
         "absurd_value");
   // A hand-made q4_0 block: d = 0.5, byte i = i | (15 − i) << 4 -> x[i] = 0.5 (i − 8),
   // x[i + 16] = 0.5 (7 − i).
@@ -110,7 +100,7 @@ TEST_CASE("gguf: f32 and q8_0 dequantization", "[unit]") {
     CHECK(q[i] == 0.5f * static_cast<float>(i - 8));
     CHECK(q[i + 16] == 0.5f * static_cast<float>(7 - i));
   }
-  CHECK(kind_of([&] { dequantize_to_f32(DType::q6_k, blocks.data(), q.data(), 32); }) == "absurd_value");
+  CHECK(test::gguf_outcome_of([&] { dequantize_to_f32(DType::q6_k, blocks.data(), q.data(), 32); }).kind == "absurd_value");
 
   // Writer quantization, seeded, 96 values (3 blocks): |x - x'| <= d/2 from rounding q, plus the
   // f16 rounding of d (relative 2^-11, times |q| <= 127) -> bound 0.57 * d per block.

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "engine/gguf.h"
+#include "gguf_outcome.h"
 #include "gguf_writer.h"
 
 using namespace specchat;
@@ -15,23 +16,10 @@ namespace gv = specchat::test::gguf_value;
 
 namespace {
 
+using Outcome = specchat::test::GgufOutcome;
+constexpr auto outcome_of = [](auto&& f) { return specchat::test::gguf_outcome_of(f); };
+
 constexpr const char* kLabel = "test.gguf";
-
-struct Outcome {
-  std::string kind;
-  std::string message;
-};
-
-// "ok" or the GgufError kind name, plus what(). Any other exception fails the test.
-template <class F>
-Outcome outcome_of(F&& f) {
-  try {
-    f();
-    return {"ok", ""};
-  } catch (const GgufError& e) {
-    return {gguf_error_kind_name(e.kind()), e.what()};
-  }
-}
 
 bool starts_with(const std::string& s, const std::string& head) { return s.rfind(head, 0) == 0; }
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
