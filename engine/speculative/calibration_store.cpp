@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "engine/model.h"
 #include "engine/speculative/calibration_file.h"
@@ -97,17 +98,23 @@ json calibration_file_info(const std::string& model_path) {
               {"fingerprint", file_fingerprint(model_path)}};
 }
 
+int effective_threads(int threads) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return threads <= 0 ? cores : std::min(threads, cores);
+}
+
 TimingSetup timing_setup_of(const LlamaModel& target, int threads) {
   const MemoryInfo m = target.memory();
   TimingSetup s;
-  s.threads = threads;
+  s.threads = effective_threads(threads);
   s.kv_type = m.kv_type == DType::f32 ? "f32" : "f16";
   s.activations = m.q8_activations ? "q8" : "f32";
   return s;
 }
 
 std::string describe_setup(const TimingSetup& s) {
-  return std::to_string(s.threads) + (s.threads == 1 ? " thread, " : " threads, ") + s.kv_type + " KV cache, " +
+  const int t = effective_threads(s.threads);
+  return std::to_string(t) + (t == 1 ? " thread, " : " threads, ") + s.kv_type + " KV cache, " +
          s.activations + " activations";
 }
 
@@ -128,7 +135,9 @@ TimingSetup setup_of_entry(const json& e) {
 bool entry_matches_setup(const json& e, const TimingSetup& s) {
   if (!e.is_object()) return false;
   const auto th = e.find("threads");
-  if (th == e.end() || !th->is_number_integer() || th->get<int>() != s.threads) return false;
+  if (th == e.end() || !th->is_number_integer() || effective_threads(th->get<int>()) != effective_threads(s.threads)) {
+    return false;
+  }
   const auto same = [&](const char* key, const std::string& want) {
     const auto it = e.find(key);
     return it == e.end() || (it->is_string() && it->get<std::string>() == want);
@@ -144,7 +153,8 @@ json with_setup_entry(const json& list, const json& fresh) {
     for (const json& e : list) {
       if (!e.is_object()) continue;
       const TimingSetup s = setup_of_entry(e);
-      const bool same = s.threads == f.threads && s.kv_type == f.kv_type && s.activations == f.activations &&
+      const bool same = effective_threads(s.threads) == effective_threads(f.threads) && s.kv_type == f.kv_type &&
+                        s.activations == f.activations &&
                         e.value("backend", std::string()) == backend;
       if (!same) out.push_back(e);
     }
@@ -164,7 +174,8 @@ json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, in
 StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setup) {
   StepTimings t;
   if (!j.is_object() || j.value("backend", std::string()) != kCalibrationBackend ||
-      j.value("threads", -1) != setup.threads) {
+      !j.contains("threads") || !j["threads"].is_number_integer() ||
+      effective_threads(j["threads"].get<int>()) != effective_threads(setup.threads)) {
     return t;
   }
   // Absent in files written before they were recorded: those match any setup.

@@ -39,7 +39,12 @@ struct TimingSetup {
 };
 
 class LlamaModel;
-// The setup `target` runs with now (its KV type and activation rounding) on `threads`.
+// The threads a pool asked for `threads` runs (cpu::ThreadPool's rule): ≤ 0 = every core, more
+// than the cores capped at their count. Setups are matched on it, so --threads 0, the core
+// count and more all name the same setup (entries written with 0 included).
+int effective_threads(int threads);
+// The setup `target` runs with now (its KV type and activation rounding) on `threads`
+// (recorded as effective_threads).
 TimingSetup timing_setup_of(const LlamaModel& target, int threads);
 
 // "2 threads, f16 KV cache, f32 activations": for notes that name a setup.
@@ -47,8 +52,8 @@ std::string describe_setup(const TimingSetup& s);
 // The setup an entry of a calibration file was measured with: its "threads", "kv_type" and
 // "activations" (absent in files written before they were recorded: the defaults).
 TimingSetup setup_of_entry(const nlohmann::json& entry);
-// Whether an entry is for `s`: same thread count, and same KV type and activation rounding where
-// the entry records them (an older entry without them matches any).
+// Whether an entry is for `s`: same effective thread count, and same KV type and activation
+// rounding where the entry records them (an older entry without them matches any).
 bool entry_matches_setup(const nlohmann::json& entry, const TimingSetup& s);
 // A file keeps one measurement per setup (a user who alternates thread counts or KV types keeps
 // both): `list` (a JSON array of entries, anything else = none) without the entries of

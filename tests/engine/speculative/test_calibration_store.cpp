@@ -5,8 +5,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "engine/speculative/calibration_file.h"
 #include "engine/speculative/calibration_store.h"
@@ -46,7 +48,8 @@ TEST_CASE("calibration store: alternating setups keep one timing table each", "[
   // Regression: the file held one table, so timing with 1 thread and then with 2 (or f16 and
   // then f32 KV) threw the first away and the next run with the first setup re-measured.
   ScratchPair p;
-  const TimingSetup one{1, "f16", "f32"}, two{2, "f16", "f32"}, f32kv{1, "f32", "f32"};
+  // Setups that differ on every machine (thread counts past the cores would be the same setup).
+  const TimingSetup one{1, "f16", "f32"}, two{1, "f16", "q8"}, f32kv{1, "f32", "f32"};
   Calibration c = load_calibration(p.target(), p.draft(), one);
   REQUIRE(c.status == Calibration::Status::missing);
   cache_calibration_timings(c, p.target(), p.draft(), table(1), one, 64, 3);
@@ -67,13 +70,13 @@ TEST_CASE("calibration store: alternating setups keep one timing table each", "[
   c = load_calibration(p.target(), p.draft(), two);
   CHECK(c.timings.draft_ms.at(0) == Approx(5.0));
   CHECK(c.doc["timings_by_setup"].size() == 3);
-  CHECK(c.doc["timings"]["threads"] == 2);  // the latest at "timings"
+  CHECK(c.doc["timings"]["activations"] == "q8");  // the latest at "timings"
   CHECK(load_calibration(p.target(), p.draft(), one).timings.draft_ms.at(0) == Approx(1.0));
 }
 
 TEST_CASE("calibration store: a file with only \"timings\" keeps it when another setup is added", "[unit][calibration]") {
   ScratchPair p;
-  const TimingSetup one{1, "f16", "f32"}, two{2, "f16", "f32"};
+  const TimingSetup one{1, "f16", "f32"}, two{1, "f32", "f32"};
   json doc{{"version", kCalibrationVersion},
            {"target", calibration_file_info(p.target())},
            {"draft", calibration_file_info(p.draft())},
@@ -88,16 +91,35 @@ TEST_CASE("calibration store: a file with only \"timings\" keeps it when another
 }
 
 TEST_CASE("calibration store: setups are described and matched", "[unit][calibration]") {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   CHECK(describe_setup({1, "f16", "q8"}) == "1 thread, f16 KV cache, q8 activations");
-  CHECK(describe_setup({2, "f32", "f32"}) == "2 threads, f32 KV cache, f32 activations");
-  const json e{{"threads", 2}, {"kv_type", "f32"}};
-  CHECK(entry_matches_setup(e, {2, "f32", "f32"}));
-  CHECK(entry_matches_setup(e, {2, "f32", "q8"}));  // activations not recorded: any
-  CHECK_FALSE(entry_matches_setup(e, {2, "f16", "f32"}));
-  CHECK_FALSE(entry_matches_setup(e, {1, "f32", "f32"}));
+  CHECK(describe_setup({0, "f32", "f32"}) ==
+        std::to_string(cores) + (cores == 1 ? " thread" : " threads") + ", f32 KV cache, f32 activations");
+  const json e{{"threads", 1}, {"kv_type", "f32"}};
+  CHECK(entry_matches_setup(e, {1, "f32", "f32"}));
+  CHECK(entry_matches_setup(e, {1, "f32", "q8"}));  // activations not recorded: any
+  CHECK_FALSE(entry_matches_setup(e, {1, "f16", "f32"}));
   CHECK_FALSE(entry_matches_setup(json{{"kv_type", "f32"}}, {0, "f32", "f32"}));  // no thread count
   const TimingSetup s = setup_of_entry(e);
-  CHECK(s.threads == 2);
+  CHECK(s.threads == 1);
   CHECK(s.kv_type == "f32");
   CHECK(s.activations == "f32");
+}
+
+TEST_CASE("calibration store: thread counts match as the pool runs them", "[unit][calibration]") {
+  // Regression: --threads 0 (every core), the core count and more than the cores run the same
+  // pool, but were three setups: a calibration made with one was not used by the others.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(effective_threads(0) == cores);
+  CHECK(effective_threads(-3) == cores);
+  CHECK(effective_threads(cores + 6) == cores);
+  CHECK(effective_threads(1) == 1);
+  for (int stored : {0, cores, cores + 6}) {
+    const json e{{"threads", stored}, {"kv_type", "f16"}, {"activations", "f32"}};
+    for (int asked : {0, cores, cores + 6}) CHECK(entry_matches_setup(e, {asked, "f16", "f32"}));
+    const json t = calibration_timings_json(table(1), {stored, "f16", "f32"}, 64, 3);
+    CHECK(calibration_timings_from_json(t, {0, "f16", "f32"}).valid());
+    // One entry per setup: the same pool is the same setup.
+    CHECK(with_setup_entry(json::array({t}), calibration_timings_json(table(2), {0, "f16", "f32"}, 64, 3)).size() == 1);
+  }
 }

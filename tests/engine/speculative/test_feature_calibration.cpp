@@ -243,7 +243,7 @@ TEST_CASE("load_feature_calibration: one measurement per setup, the latest with 
                 {"configs", {feature_config_json(config(TreeMode::chain, 3, 3, 2.5, chain_tps))}}};
   };
   json doc{{"kind", "block"}, {"target", calibration_file_info(m.target())}, {"drafter", calibration_file_info(m.drafter())}};
-  const json a = measurement(1, "f16", 1000), b = measurement(2, "f32", 1500);
+  const json a = measurement(1, "f16", 1000), b = measurement(1, "f32", 1500);
   for (const auto& [k, v] : b.items()) doc[k] = v;  // the latest at the top level
   doc["by_setup"] = with_setup_entry(with_setup_entry(json::array(), a), b);
   REQUIRE(doc["by_setup"].size() == 2);
@@ -253,15 +253,15 @@ TEST_CASE("load_feature_calibration: one measurement per setup, the latest with 
   CHECK(c.setup_note.empty());
   CHECK(c.threads == 1);
   CHECK(c.configs.at(0).tokens_per_s == Approx(1000));
-  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {2, "f32", "f32"});
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {1, "f32", "f32"});
   CHECK(c.setup_note.empty());
   CHECK(c.configs.at(0).tokens_per_s == Approx(1500));
   // No measurement for this setup: the latest, with a note naming both setups.
-  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {4, "f16", "f32"});
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {1, "f32", "q8"});
   REQUIRE(c.usable());
   CHECK(c.configs.at(0).tokens_per_s == Approx(1500));
-  CHECK(contains(c.setup_note, "2 threads, f32 KV cache"));
-  CHECK(contains(c.setup_note, "4 threads, f16 KV cache"));
+  CHECK(contains(c.setup_note, "f32 KV cache, f32 activations"));
+  CHECK(contains(c.setup_note, "1 thread, f32 KV cache, q8 activations"));
   // The planner passes the note on as a warning.
   PlanContext ctx = block_ctx();
   ctx.feature_calibration = c;
@@ -275,7 +275,9 @@ TEST_CASE("load_feature_calibration: one measurement per setup, the latest with 
   CHECK(warned);
   // A same-setup entry is replaced, not added.
   CHECK(with_setup_entry(doc["by_setup"], measurement(1, "f16", 1200)).size() == 2);
-  CHECK(with_setup_entry(doc["by_setup"], measurement(1, "f32", 1200)).size() == 3);
+  json q8 = measurement(1, "f16", 1200);
+  q8["activations"] = "q8";
+  CHECK(with_setup_entry(doc["by_setup"], q8).size() == 3);
 }
 
 TEST_CASE("cli: calibrate --drafter block keeps the measurement of another setup", "[model][cli][calibration]") {
