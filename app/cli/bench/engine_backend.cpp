@@ -50,7 +50,10 @@ SpecConfig EngineBackend::plan(const BenchConfig& c, const std::vector<int32_t>&
   return p.spec;
 }
 
-void EngineBackend::clear_cache() { engine_.clear_cache(); }
+void EngineBackend::clear_cache() {
+  engine_.clear_cache();
+  wave_monitor_ms_ = 0;  // a new wave: no earlier request's gauge to wait for
+}
 int64_t EngineBackend::submit(const GenerateRequest& req, TokenCallback on_token) {
   return engine_.submit(req, std::move(on_token));
 }
@@ -83,19 +86,27 @@ int64_t EngineBackend::submit_config(const BenchConfig& c, const BenchPrompt& p,
   mon.samples = fid.samples;
   mon.kl_sum = fid.kl_sum;
   mon.kl_max = fid.kl_max;
-  mon.total_ms = 1000.0 * r.monitor_s;
-  // The gauge's time before the first token: the wall time to it less PIPO's own TTFT.
+  const double own_ms = 1000.0 * r.monitor_s;
+  // The gauge's time before the first token: the wall time to it less PIPO's own TTFT. PIPO
+  // requests run one after another, so a request also waited for the gauge of the wave's
+  // earlier ones (found by the helper: at concurrency 2 the second request's TTFT held it).
+  double own_before_ms = 0;
   if (t_first && o.fidelity) {
     const double wall_ms = std::chrono::duration<double, std::milli>(*t_first - t0).count();
-    mon.before_first_ms = std::clamp(wall_ms - 1000.0 * r.ttft_s, 0.0, mon.total_ms);
+    own_before_ms = std::clamp(wall_ms - 1000.0 * r.ttft_s, 0.0, own_ms);
   }
+  mon.before_first_ms = wave_monitor_ms_ + own_before_ms;
+  mon.total_ms = wave_monitor_ms_ + own_ms;
+  wave_monitor_ms_ += own_ms;
   GenerationStats& st = res.stats;
   st.n_prompt = static_cast<int>(req.prompt.size());
   st.n_generated = static_cast<int>(res.tokens.size());
   st.n_steps = static_cast<int>(r.counters.steps);
   st.n_target_tokens = static_cast<int>(r.counters.raw_tokens);
   st.n_drafted = static_cast<int>(r.counters.head_runs);
-  st.n_accepted = static_cast<int>(r.counters.accepted);
+  // n_accepted stays the Emitter's: the head's tokens emitted (an end of turn the head proposed
+  // ends the reply and is not one; found by the helper: accepted counted it).
+  st.n_empty_drafts = static_cast<int>(r.counters.steps - r.counters.head_runs);
   st.ttft_ms = 1000.0 * r.ttft_s;
   st.decode_ms = 1000.0 * (r.total_s - r.ttft_s);
   const int64_t id = next_pipo_id_++;

@@ -36,7 +36,8 @@ class EngineBackend : public BenchBackend {
   void set_pipo(PipoUnit* unit) { pipo_ = unit; }
   // The fidelity gauge for the pipo configurations (PipoFidelity): `plain` is a plain copy of
   // the target (its sequence 0; must outlive the backend), sampled on one step in `every`
-  // (> 0); null = off. Its time is reported by take_monitor, apart from the request's.
+  // (> 0); null = off. Its time is reported by take_monitor, apart from the request's: its own
+  // and that of the earlier PIPO requests of the wave (since clear_cache), which it waited for.
   void set_pipo_fidelity(LlamaModel* plain, int every) {
     fidelity_plain_ = plain;
     fidelity_every_ = every;
@@ -58,6 +59,7 @@ class EngineBackend : public BenchBackend {
   std::map<int64_t, ApproxMonitor> pipo_monitor_;
   LlamaModel* fidelity_plain_ = nullptr;
   int fidelity_every_ = 0;
+  double wave_monitor_ms_ = 0;  // gauge time of this wave's PIPO requests so far (clear_cache resets)
 };
 
 // Fills the report header's machine and model fields of `m` for a run on `pair`: date, SpecChat

@@ -165,7 +165,6 @@ BenchRun run_suite(BenchBackend& be, const BenchSuite& suite, const RunOptions& 
           wr.repeat = rep;
           wr.wave = static_cast<int>(wave);
           wr.requests = static_cast<int>(n);
-          auto t_end = t0;
           for (size_t i = 0; i < n; ++i) {
             RequestRecord& r = recs[i];
             if (r.error.empty()) {
@@ -179,14 +178,14 @@ BenchRun run_suite(BenchBackend& be, const BenchSuite& suite, const RunOptions& 
               r.latency_ms = std::max(r.ttft_ms, ms_between(t0, last[i]) - m.total_ms);
               r.tpot_ms = r.output_tokens > 1 ? (r.latency_ms - r.ttft_ms) / (r.output_tokens - 1) : 0;
               wr.output_tokens += r.output_tokens;
-              t_end = std::max(t_end, last[i]);
+              // The wave ends with its last request, the fidelity gauge's time left out.
+              wr.wall_ms = std::max(wr.wall_ms, r.latency_ms);
             }
             outputs[ci].push_back(std::move(results[i].tokens));
             rec_index[ci].push_back(run.records.size());
             run.records.push_back(std::move(r));
             ++done;
           }
-          wr.wall_ms = ms_between(t0, t_end);
           run.waves.push_back(wr);
           if (progress) progress(done, total, ms_between(t_run, Clock::now()) / 1000.0);
         }

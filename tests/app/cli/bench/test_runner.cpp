@@ -182,6 +182,14 @@ TEST_CASE("runner: the fidelity gauge's time is left out of TTFT and latency", "
     CHECK(r.ttft_ms == 0);
     CHECK(r.latency_ms == 0);
   }
+  // The waves' wall times too (regression: they kept it, so system tokens/s counted the gauge).
+  int pipo_waves = 0;
+  for (const WaveRecord& w : run.waves) {
+    if (w.config != "pipo:t=0.85") continue;
+    ++pipo_waves;
+    CHECK(w.wall_ms == 0);
+  }
+  CHECK(pipo_waves == 2);
 }
 
 TEST_CASE("runner: PIPO steps give one accept length per step (token 2 after token 1)", "[unit][bench][pipo]") {
