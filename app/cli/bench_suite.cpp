@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
 
 #include "app/cli/bench.h"
 #include "app/cli/data_files.h"
@@ -72,6 +73,14 @@ int cmd_bench_suite(BenchOptions& o) {
   ro.concurrency = o.concurrency_list.empty() ? std::vector<int>{1} : o.concurrency_list;
   std::sort(ro.concurrency.begin(), ro.concurrency.end());
   ro.concurrency.erase(std::unique(ro.concurrency.begin(), ro.concurrency.end()), ro.concurrency.end());
+  // PIPO's options without a pipo configuration, or with a remote server, would be ignored.
+  const bool has_pipo = std::any_of(ro.configs.begin(), ro.configs.end(), [](const bench::BenchConfig& b) { return b.approximate(); });
+  if ((!c.pipo.empty() || c.pipo_fidelity > 0) && !c.endpoint.empty()) {
+    throw std::invalid_argument("--pipo and --pipo-fidelity run on this machine's engine; they cannot be combined with --endpoint");
+  }
+  if ((!c.pipo.empty() || c.pipo_fidelity > 0) && !has_pipo) {
+    throw std::invalid_argument("--pipo and --pipo-fidelity need a pipo:t=X configuration in --configs");
+  }
   ro.repeat = o.repeat;
   ro.max_tokens = c.n;
   ro.max_time_s = o.max_time;
@@ -131,8 +140,6 @@ int cmd_bench_suite(BenchOptions& o) {
         fidelity_plain = LlamaModel::load(pair->target->path(), po2);
         backend.set_pipo_fidelity(fidelity_plain.get(), c.pipo_fidelity);
       }
-    } else if (c.pipo_fidelity > 0) {
-      throw std::invalid_argument("--pipo-fidelity needs a pipo:t=X configuration in --configs");
     }
     {
       bench::ProgressBar bar;

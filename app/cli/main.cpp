@@ -230,11 +230,16 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    for (const char* f : {"--per-group", "--configs", "--repeat", "--report", "--pipo", "--pipo-fidelity"}) {
+    for (const char* f : {"--per-group", "--configs", "--repeat", "--report", "--pipo", "--pipo-fidelity", "--max-time",
+                          "--bootstrap-seed", "--endpoint", "--api-key", "--remote-model"}) {
       if (!suite && bench->count(f) > 0) {
         std::fprintf(stderr, "error: %s needs --suite\n", f);
         return 2;
       }
+    }
+    if (bench->count("--profile-k") > 0 && !bench_o.profile) {
+      std::fprintf(stderr, "error: --profile-k needs --profile\n");
+      return 2;
     }
     try {
       return cli::cmd_bench(bench_o);

@@ -146,6 +146,9 @@ std::string stats_text(const PipoReply& r, int prompt_tokens, const PipoFidelity
                 prompt_tokens + static_cast<int>(r.raw.size()), 1000.0 * r.ttft_s, tpot_ms(r),
                 r.stop_reason.c_str());
   std::string out = b;
+  // The steps' tokens above include what a stop string then cut from the reply.
+  const long cut = r.counters.raw_tokens - static_cast<long>(r.raw.size());
+  if (cut > 0) out += "; " + std::to_string(cut) + (cut == 1 ? " token" : " tokens") + " cut by a stop string";
   if (f && f->plain) {
     std::snprintf(b, sizeof b, "; fidelity: KL(plain || PIPO) of token 1 %.3f nats mean, %.3f max (%d samples, 1 step in %d)",
                   f->mean_kl(), f->kl_max, f->samples, f->every);

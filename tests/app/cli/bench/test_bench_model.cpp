@@ -161,4 +161,18 @@ TEST_CASE("cli: bench refuses options of the other mode", "[cli][bench]") {
   const auto b = test::run_cli({"bench", "--per-group", "2"});
   CHECK(b.exit_code == 2);
   CHECK(b.err.find("--per-group needs --suite") != std::string::npos);
+  // Found by the helper: these were accepted and ignored.
+  const auto c = test::run_cli({"bench", "--max-prompts", "1", "-n", "4", "--max-time", "1"});
+  CHECK(c.exit_code == 2);
+  CHECK(c.err.find("--max-time needs --suite") != std::string::npos);
+  const auto d = test::run_cli({"bench", "--profile-k", "2", "-n", "4", "--max-prompts", "1"});
+  CHECK(d.exit_code == 2);
+  CHECK(d.err.find("--profile-k needs --profile") != std::string::npos);
+  const auto e = test::run_cli({"bench", "--suite", "qualitative", "--configs", "baseline", "--pipo", "/nonexistent"});
+  CHECK(e.exit_code == 1);
+  CHECK(e.err.find("need a pipo:t=X configuration") != std::string::npos);
+  const auto f = test::run_cli({"bench", "--suite", "qualitative", "--configs", "baseline", "--pipo-fidelity", "1",
+                                "--endpoint", "http://127.0.0.1:9/v1"});
+  CHECK(f.exit_code == 1);
+  CHECK(f.err.find("cannot be combined with --endpoint") != std::string::npos);
 }
