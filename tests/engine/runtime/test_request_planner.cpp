@@ -437,7 +437,20 @@ TEST_CASE("calibration store: status, acceptance and timings of a pair's file", 
   CHECK(c.problem.empty());
   CHECK(c.accept_by_rank == kMeasured);
   CHECK(c.timings.valid());
-  CHECK_FALSE(load_calibration(target, draft, TimingSetup{4}).timings.valid());  // timings are per thread count
+  {  // Timings are per thread count, matched on the count a pool runs: 0 and anything above
+     // the cores name the cores' setup; 1 differs from it wherever there are two cores or more.
+    const int cores = effective_threads(0);
+    CHECK(effective_threads(cores + 3) == cores);
+    CHECK(effective_threads(-1) == cores);
+    CHECK(load_calibration(target, draft, TimingSetup{cores}).timings.valid());
+    CHECK(load_calibration(target, draft, TimingSetup{cores + 3}).timings.valid());
+    if (cores > 1) {
+      CHECK(effective_threads(1) == 1);
+      CHECK_FALSE(load_calibration(target, draft, TimingSetup{1}).timings.valid());
+    } else {
+      WARN("one core: no second thread count to tell apart from the cores' setup");
+    }
+  }
   // ... and per KV type and activation rounding: a plan never uses timings measured another way.
   CHECK_FALSE(load_calibration(target, draft, TimingSetup{0, "f32", "f32"}).timings.valid());
   CHECK_FALSE(load_calibration(target, draft, TimingSetup{0, "f16", "q8"}).timings.valid());
