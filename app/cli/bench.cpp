@@ -42,6 +42,7 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
                  "with --suite: baseline,chain:k=4,dynamic:n=16:d=5:b=3,optimal:n=16:d=6,ngram:k=4 ...");
   cmd.add_option("--repeat", o.repeat, "with --suite: repetitions of the whole sweep")->check(CLI::Range(1, 1000));
   cmd.add_option("--max-time", o.max_time, "with --suite: start no new wave after this many seconds (0 = no limit)")
+      ->check(kFinite)
       ->check(CLI::Range(0.0, 1e7));
   cmd.add_option("--per-group", o.per_group,
                  "with --suite: only the first N prompts of each category (or tier x bucket)")

@@ -1,5 +1,7 @@
 #include "app/cli/calibrate.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -75,6 +77,18 @@ void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
       ->check(CLI::IsMember({"q8", "f32"}));
 }
 
+void check_calibration_output(const std::string& path) {
+  const auto refuse = [&](const std::string& why) {
+    throw std::runtime_error("cannot write the calibration to " + path + ": " + why);
+  };
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) refuse("it is a folder (give a file name)");
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) refuse("the folder " + dir.string() + " does not exist");
+  if (::access(dir.c_str(), W_OK) != 0) refuse("the folder " + dir.string() + " is not writable");
+  if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) refuse("the file is not writable");
+}
+
 void print_calibration_json(const nlohmann::json& cal, const std::string& path, double seconds) {
   json shown = cal;
   shown["path"] = path;
@@ -99,6 +113,7 @@ int cmd_calibrate(const CalibrateOptions& o) {
   for (const std::string& w : pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   LlamaModel& target = *pair.target;
   LlamaModel& draft = *pair.draft;
+  check_calibration_output(o.out.empty() ? calibration_path(draft.path()) : o.out);
   const std::string prompts_path = find_prompts_file(o.prompts);
   const auto prompts = load_prompts(pair, prompts_path, o.max_prompts);
 

@@ -54,6 +54,11 @@ std::string find_prompts_file(const std::string& given);
 // strings (raw text); at most max_prompts (0 = all). Throws std::runtime_error when unreadable.
 std::vector<std::vector<int32_t>> load_prompts(const ModelPair& pair, const std::string& path, int max_prompts);
 
+// Throws std::runtime_error ("cannot write the calibration to PATH: why") when `path` is a
+// folder or its folder does not exist or is not writable: checked before measuring, so a bad
+// --out (or a read-only models folder) costs no minutes of measurement.
+void check_calibration_output(const std::string& path);
+
 // calibrate --json: the calibration written, plus "path" (where) and "seconds" (how long it
 // took), as one line on stdout.
 void print_calibration_json(const nlohmann::json& cal, const std::string& path, double seconds);

@@ -63,6 +63,7 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   co.threads = o.threads;
   const FeatureDrafters fd = install_feature_drafters(gen.engine(), co);
   const std::string drafter_path = kind == DrafterChoice::block ? fd.block_path : fd.mtp_path;
+  check_calibration_output(o.out.empty() ? calibration_path(drafter_path) : o.out);
   const std::vector<SpecSettings> grid = feature_calibration_grid(kind, fd.block_size);
 
   auto run = [&](const std::vector<int32_t>& prompt, const SpecSettings* s) {
@@ -142,7 +143,7 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   json previous_list = json::array();
   if (std::ifstream old_in(out); old_in) {
     const json previous = json::parse(old_in, nullptr, false);
-    if (previous.is_object() && previous.value("kind", std::string()) == o.drafter &&
+    if (previous.is_object() && json_string_or(previous, "kind") == o.drafter &&
         calibration_describes_file(previous.value("target", json()), pair.target->path()) &&
         calibration_describes_file(previous.value("drafter", json()), drafter_path)) {
       previous_list = previous.value("by_setup", json());
@@ -157,7 +158,14 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
       }
     }
   }
-  j["by_setup"] = with_setup_entry(previous_list, entry);
+  // Only measurements a run could use are kept: a malformed entry would stay in the file forever.
+  json kept = json::array();
+  for (const json& e : previous_list) {
+    const bool usable = e.is_object() && e.contains("threads") && e["threads"].is_number_integer() &&
+                        e.contains("configs") && e["configs"].is_array();
+    if (usable) kept.push_back(e);
+  }
+  j["by_setup"] = with_setup_entry(kept, entry);
   write_calibration_file(out, j);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (o.json) {

@@ -230,6 +230,11 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    if (suite && bench->count("--out") > 0) {
+      std::fprintf(stderr, "error: --out does not apply to --suite (--report DIR writes the suite's report.json, "
+                   "per_request.csv, summary.csv and report.html)\n");
+      return 2;
+    }
     for (const char* f : {"--per-group", "--configs", "--repeat", "--report", "--pipo", "--pipo-fidelity", "--max-time",
                           "--bootstrap-seed", "--endpoint", "--api-key", "--remote-model"}) {
       if (!suite && bench->count(f) > 0) {
@@ -265,6 +270,10 @@ int main(int argc, char** argv) {
     }
   }
   if (chat->parsed()) {
+    if (const std::string why = cli::refused_combination(*chat, chat_o); !why.empty()) {
+      std::fprintf(stderr, "error: %s\n", why.c_str());
+      return 2;
+    }
     if (chat_o.draft == "ngram") chat_o.drafter = "ngram";
     if (chat_o.draft == "none") chat_o.drafter = "none";
     try {
@@ -276,6 +285,10 @@ int main(int argc, char** argv) {
   }
   cli::CommonOptions& o = gen->parsed() ? gen_o : cmp_o;
   CLI::App* sub = gen->parsed() ? gen : cmp;
+  if (const std::string why = cli::refused_combination(*sub, o); !why.empty()) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return 2;
+  }
   // `--draft ngram` / `--draft none` name a drafter rather than a file (FAULT-KINDS usage).
   if (o.draft == "ngram") o.drafter = "ngram";
   if (o.draft == "none") o.drafter = "none";

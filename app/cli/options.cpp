@@ -9,8 +9,6 @@
 
 namespace specchat::cli {
 
-namespace {
-// CLI::Range lets NaN through (every comparison with NaN is false): refuse it explicitly.
 const CLI::Validator kFinite(
     [](std::string& s) -> std::string {
       try {
@@ -20,7 +18,6 @@ const CLI::Validator kFinite(
       }
     },
     "FINITE");
-}  // namespace
 
 void add_engine_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_flag("--no-draft-backoff", o.no_backoff,
@@ -141,6 +138,27 @@ void add_remote_options(CLI::App& cmd, CommonOptions& o, bool compare) {
                  "an OpenAI-compatible server (http://host:port[/v1]) to generate with instead of the local engine");
   cmd.add_option("--api-key", o.api_key, "the endpoint's API key (default: $SPECCHAT_API_KEY)");
   cmd.add_option("--remote-model", o.model_name, "the model name sent to the endpoint");
+}
+
+std::string refused_combination(const CLI::App& sub, const CommonOptions& o) {
+  const auto given = [&](const char* flag) {
+    const CLI::Option* opt = sub.get_option_no_throw(flag);
+    return opt != nullptr && opt->count() > 0;
+  };
+  if (!o.pipo.empty()) {
+    for (const char* f : {"--draft", "--draft-k", "--drafter", "--block-drafter", "--mtp", "--tree", "--node-budget",
+                          "--depth", "--branch", "--no-draft-backoff", "--draft-backend"}) {
+      if (given(f)) {
+        return std::string(f) + " does not apply to --pipo (PIPO drafts with its release's own MTP head and pair " +
+               "compressor; leave it out)";
+      }
+    }
+  }
+  if ((o.draft == "none" || o.draft == "ngram") && given("--drafter") && o.drafter != o.draft) {
+    return "--draft " + o.draft + " chooses the " + (o.draft == "none" ? "plain decoding" : "n-gram drafter") +
+           " but --drafter " + o.drafter + " another drafter: give one of them";
+  }
+  return {};
 }
 
 void apply_backends(const CommonOptions& o, PairOptions& po) {

@@ -71,10 +71,20 @@ void add_remote_options(CLI::App& cmd, CommonOptions& o, bool compare = false);
 // a message without a string role/content, an unknown role).
 std::vector<ChatMessage> read_messages_file(const std::string& path);
 
+// A CLI11 check refusing NaN and infinities (CLI::Range lets NaN through: every comparison
+// with NaN is false). Pair it with a CLI::Range.
+extern const CLI::Validator kFinite;
+
 // Adds the shared flags to a subcommand.
 void add_common_options(CLI::App& cmd, CommonOptions& o);
 // Adds --kv-type and --no-draft-backoff (part of add_common_options; bench adds them alone).
 void add_engine_options(CLI::App& cmd, CommonOptions& o);
+
+// Why the options given to `sub` (generate, compare or chat) cannot run as asked, or "" when
+// they can: a drafter option with --pipo (PIPO drafts with its release's own MTP head and pair
+// compressor), or --draft none / ngram with a --drafter naming another drafter. Call before
+// --draft's name is copied into o.drafter. Never throws.
+std::string refused_combination(const CLI::App& sub, const CommonOptions& o);
 
 // Copies --backend / --draft-backend, --kv-type and --chat-template into the load options.
 void apply_backends(const CommonOptions& o, PairOptions& po);

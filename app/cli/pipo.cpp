@@ -10,6 +10,7 @@
 #include "engine/model_pair.h"
 #include "engine/pipo/pipo_history.h"
 #include "engine/pipo/pipo_text.h"
+#include "engine/runtime/request_planner.h"
 #include "engine/tokenizer.h"
 
 namespace specchat::cli {
@@ -319,18 +320,55 @@ int cmd_chat_pipo(const CommonOptions& o) {
     }
     if (line.empty()) continue;
     history.push_back({{"user", line}, {}, 0, {}});
-    const ChatContext cc = build_chat_context(enc, history);
-    const PipoContinuation plan =
-        plan_pipo_turn(latents.empty() ? nullptr : &latents, r.unit.info.release, false, r.unit.info.release, cc.prompt);
-    if (!plan.note.empty()) std::fprintf(stderr, "(%s)\n", plan.note.c_str());
+    // The chat's one context policy (RequestPlanner::fit_context) on the raw tokens the release
+    // holds: the oldest exchanges go until the reply has room. Pairs padded by earlier replies
+    // can still overflow the latent context: then one more exchange goes, until only the last
+    // message is left.
+    const ContextEncoder encode = [&](const std::vector<ContextMessage>& m) { return build_chat_context(enc, m); };
+    const ContextFit fit = RequestPlanner::fit_context(history, o.n, r.settings.raw_limit(r.unit.backbone->n_ctx()), encode);
+    if (!fit.fits) {
+      std::fprintf(stderr, "error: %s\n", fit.problem.c_str());
+      history.pop_back();
+      continue;
+    }
+    int dropped = fit.n_dropped;
+    history.erase(history.begin() + static_cast<long>(n_fixed), history.begin() + static_cast<long>(n_fixed) + fit.n_dropped);
     std::string text;
     std::vector<int32_t> tokens;
     PipoReply rep;
+    // The turn's pairs; while they overflow what the release holds (pipo_generate's check), the
+    // next oldest exchange goes.
+    const int n_ctx = r.unit.backbone->n_ctx();
+    const auto overflows = [&](const std::vector<int32_t>& pairs) {
+      return static_cast<int>(pairs.size() / 2) >= r.settings.latent_context(n_ctx) ||
+             raw_length(pairs) >= r.settings.raw_limit(n_ctx);
+    };
+    ChatContext cc = build_chat_context(enc, history);
+    PipoContinuation plan = plan_pipo_turn(latents.empty() ? nullptr : &latents, r.unit.info.release, false,
+                                           r.unit.info.release, cc.prompt);
+    while (overflows(plan.pairs) && history.size() > n_fixed + 1) {
+      auto first = history.erase(history.begin() + static_cast<long>(n_fixed));
+      ++dropped;
+      while (history.size() > n_fixed + 1 && first->message.role == "assistant") {
+        first = history.erase(first);
+        ++dropped;
+      }
+      cc = build_chat_context(enc, history);
+      plan = plan_pipo_turn(latents.empty() ? nullptr : &latents, r.unit.info.release, false, r.unit.info.release,
+                            cc.prompt);
+    }
+    if (dropped > 0) std::fprintf(stderr, "(context full: left out the %d oldest message(s))\n", dropped);
+    if (!plan.note.empty()) std::fprintf(stderr, "(%s)\n", plan.note.c_str());
     r.fidelity = PipoFidelity{r.fidelity.plain, r.fidelity.seq, r.fidelity.every};  // this reply's samples only
+    bool ran = false;
     try {
       rep = run_reply(r, s, plan.pairs, o, true, &text, &tokens);
+      latents = plan.pairs;
+      ran = true;
     } catch (const std::length_error& e) {
       std::fprintf(stderr, "error: %s (/reset to start over)\n", e.what());
+    }
+    if (!ran) {
       history.pop_back();
       continue;
     }
@@ -338,7 +376,6 @@ int cmd_chat_pipo(const CommonOptions& o) {
     std::printf("%s · %d of %d pairs cached\n", stats_text(rep, static_cast<int>(cc.prompt.size()), &r.fidelity).c_str(),
                 rep.reused_pairs, rep.prompt_pairs);
     std::fflush(stdout);
-    latents = plan.pairs;
     latents.insert(latents.end(), rep.new_pairs.begin(), rep.new_pairs.end());
     history.push_back({{"assistant", text}, tokens, v.hash(), r.template_name});
   }

@@ -107,9 +107,13 @@ bool ApiServer::listening() const { return svr_->is_running(); }
 bool ApiServer::authorized(const httplib::Request& req, httplib::Response& res) {
   if (cfg_.api_key.empty()) return true;
   const std::string auth = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  if (auth.size() > prefix.size() && auth.compare(0, prefix.size(), prefix) == 0 &&
-      keys_equal(auth.substr(prefix.size()), cfg_.api_key)) {
+  // The scheme is case-insensitive (RFC 7235 §2.1): "Bearer", "bearer" and "BEARER" all name it.
+  const std::string prefix = "bearer ";
+  const bool bearer = auth.size() > prefix.size() &&
+                      std::equal(prefix.begin(), prefix.end(), auth.begin(), [](char p, char a) {
+                        return p == static_cast<char>(std::tolower(static_cast<unsigned char>(a)));
+                      });
+  if (bearer && keys_equal(auth.substr(prefix.size()), cfg_.api_key)) {
     return true;
   }
   metrics_.count_request("invalid");
@@ -136,10 +140,17 @@ void ApiServer::install_routes() {
   // takes bodies up to max_body_bytes: the form type is dropped here, before the body is read,
   // so the JSON reader sees the body as sent (the Request is cpp-httplib's own non-const
   // object, passed to this hook as const).
+  //
+  // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 §6.3):
+  // cpp-httplib would read a POST's body until the client closes, so a client that sent none
+  // waited out the read timeout (10 s) for its 400. It is told Content-Length 0 here.
   s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
     if (req.method == "POST") {
       quick_ack(find_client_socket(req.remote_addr, req.remote_port));
       auto& headers = const_cast<httplib::Request&>(req).headers;  // names compare case-insensitively
+      if (headers.find("Content-Length") == headers.end() && headers.find("Transfer-Encoding") == headers.end()) {
+        headers.emplace("Content-Length", "0");
+      }
       auto [it, end] = headers.equal_range("Content-Type");
       while (it != end) {
         const bool form = it->second.find("application/x-www-form-urlencoded") != std::string::npos;

@@ -4,14 +4,10 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
-#include <fstream>
 #include <set>
 #include <stdexcept>
 
-#ifdef SPECCHAT_HAVE_OPENSSL
-#include <openssl/evp.h>
-#endif
-
+#include "engine/drafters/sha256.h"
 #include "engine/model.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/linear.h"
@@ -40,32 +36,6 @@ std::vector<float> to_f32(const GgufTensorInfo& t) {
 }
 
 }  // namespace
-
-std::string mtp_file_sha256(const std::string& path) {
-#ifdef SPECCHAT_HAVE_OPENSSL
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path + " to hash it");
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw std::runtime_error("sha256: OpenSSL failed");
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (in.gcount() > 0) EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(in.gcount()));
-  }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &len);
-  std::string hex;
-  char b[3];
-  for (unsigned int i = 0; i < len; ++i) {
-    std::snprintf(b, sizeof b, "%02x", md[i]);
-    hex += b;
-  }
-  return hex;
-#else
-  throw std::runtime_error("cannot hash " + path + ": this build has no OpenSSL (libssl-dev) for SHA-256");
-#endif
-}
 
 MtpModel::~MtpModel() = default;
 
@@ -149,7 +119,7 @@ std::shared_ptr<const MtpModel> MtpModel::load(const std::string& path, const Ll
     const std::string want = f.get_string("specchat.target.sha256");
     std::string got;
     try {
-      got = mtp_file_sha256(target.path());
+      got = sha256_file_hex(target.path());
     } catch (const std::runtime_error& e) {
       fail(K::sha256_mismatch, std::string("cannot check specchat.target.sha256: ") + e.what());
     }

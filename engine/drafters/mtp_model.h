@@ -125,8 +125,4 @@ class MtpModel {
   std::vector<float> enorm_, hnorm_, attn_norm_, ffn_norm_;
 };
 
-// SHA-256 of a file as 64 lowercase hex digits (OpenSSL EVP when the build has it). Throws
-// std::runtime_error when the file cannot be read or the build has no SHA-256.
-std::string mtp_file_sha256(const std::string& path);
-
 }  // namespace specchat

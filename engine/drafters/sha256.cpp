@@ -1,11 +1,21 @@
 #include "engine/drafters/sha256.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
+
+#ifdef SPECCHAT_HAVE_OPENSSL
+#include <openssl/evp.h>
+#endif
 
 namespace specchat {
 
@@ -106,18 +116,119 @@ std::string sha256_hex(std::span<const uint8_t> bytes) {
   return s.hex();
 }
 
-std::string sha256_file_hex(const std::string& path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+namespace {
+
+std::string hex_of(const unsigned char* md, size_t n) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 0xf];
+  }
+  return out;
+}
+
+using File = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+File open_for_hash(const std::string& path) {
+  File f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) throw std::runtime_error("cannot open " + path + " to compute its SHA-256");
-  Sha256 s;
+  return f;
+}
+
+// Feeds the file to `update` in 1 MiB chunks.
+template <class Update>
+void read_chunks(const std::string& path, std::FILE* f, Update update) {
   std::vector<uint8_t> buf(1 << 20);
   for (;;) {
-    const size_t n = std::fread(buf.data(), 1, buf.size(), f.get());
-    s.update(std::span<const uint8_t>(buf.data(), n));
+    const size_t n = std::fread(buf.data(), 1, buf.size(), f);
+    if (n > 0) update(buf.data(), n);
     if (n < buf.size()) break;
   }
-  if (std::ferror(f.get())) throw std::runtime_error("read error while hashing " + path);
+  if (std::ferror(f)) throw std::runtime_error("read error while hashing " + path);
+}
+
+std::string portable_file(const std::string& path) {
+  File f = open_for_hash(path);
+  Sha256 s;
+  read_chunks(path, f.get(), [&](const uint8_t* p, size_t n) { s.update(std::span<const uint8_t>(p, n)); });
   return s.hex();
+}
+
+#ifdef SPECCHAT_HAVE_OPENSSL
+std::string libcrypto_file(const std::string& path) {
+  File f = open_for_hash(path);
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("cannot hash " + path + ": libcrypto's SHA-256 is unavailable");
+  }
+  read_chunks(path, f.get(), [&](const uint8_t* p, size_t n) {
+    if (EVP_DigestUpdate(ctx.get(), p, n) != 1) throw std::runtime_error("SHA-256 update failed for " + path);
+  });
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) throw std::runtime_error("SHA-256 final failed for " + path);
+  return hex_of(md, len);
+}
+#endif
+
+// The memo: one entry per file identity; a changed size or time is another key.
+struct FileKey {
+  uint64_t dev, ino, size;
+  int64_t mtime_ns;
+  bool operator==(const FileKey&) const = default;
+  bool operator<(const FileKey& o) const {
+    return std::tie(dev, ino, size, mtime_ns) < std::tie(o.dev, o.ino, o.size, o.mtime_ns);
+  }
+};
+std::mutex g_memo_mu;
+std::map<FileKey, std::string> g_memo;
+std::atomic<uint64_t> g_computed{0};
+
+FileKey key_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw std::runtime_error("cannot open " + path + " to compute its SHA-256");
+  return FileKey{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+                 static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+}  // namespace
+
+bool sha256_has_libcrypto() {
+#ifdef SPECCHAT_HAVE_OPENSSL
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string sha256_file_hex_uncached(const std::string& path, Sha256Impl impl) {
+#ifdef SPECCHAT_HAVE_OPENSSL
+  if (impl == Sha256Impl::fastest) return libcrypto_file(path);
+#endif
+  (void)impl;
+  return portable_file(path);
+}
+
+uint64_t sha256_file_hashes_computed() { return g_computed.load(); }
+
+std::string sha256_file_hex(const std::string& path) {
+  const FileKey before = key_of(path);
+  {
+    std::lock_guard<std::mutex> lk(g_memo_mu);
+    const auto it = g_memo.find(before);
+    if (it != g_memo.end()) return it->second;
+  }
+  // Hashed outside the lock (seconds for a large file); two threads may hash one file at once.
+  std::string hex = sha256_file_hex_uncached(path);
+  g_computed.fetch_add(1);
+  // Kept only if the file did not change while it was read.
+  if (key_of(path) == before) {
+    std::lock_guard<std::mutex> lk(g_memo_mu);
+    g_memo[before] = hex;
+  }
+  return hex;
 }
 
 }  // namespace specchat

@@ -97,7 +97,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
   s.draft_k = std::clamp(s.draft_k, 1, max_nodes);
   s.node_budget = std::clamp(s.node_budget, 1, max_nodes);
   s.depth = std::clamp(s.depth, 1, s.node_budget);
-  s.branch = std::max(1, s.branch);
+  s.branch = std::clamp(s.branch, 1, kMaxBranch);
   if (s.drafter == DrafterChoice::block) {
     // One block drafts B − 1 tokens: nothing deeper exists (DFlash §3).
     const int deepest = ctx.block_size - 1;
@@ -136,7 +136,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
       s.draft_k = std::clamp(b.draft_k, 1, max_nodes);
       s.node_budget = std::clamp(b.node_budget, 1, max_nodes);
       s.depth = std::clamp(b.depth, 1, s.node_budget);
-      s.branch = std::max(1, b.branch);
+      s.branch = std::clamp(b.branch, 1, kMaxBranch);
       if (s.drafter == DrafterChoice::block) {
         s.draft_k = std::min(s.draft_k, ctx.block_size - 1);
         s.depth = std::min(s.depth, ctx.block_size - 1);
@@ -255,6 +255,14 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
       StepTimings t = measure_step_timings(target, draft, tctx, calibration_verify_nodes(),
                                            calibration_draft_widths(), kReps);
       if (!t.valid()) return t;
+      // A context too small for the largest verification (--ctx) gives a partial table: good
+      // for this run, but cached it would bound every later run's auto trees to its nodes.
+      if (t.verify_nodes.back() < calibration_verify_nodes().back()) {
+        cache_warning = "the context (" + std::to_string(target.n_ctx()) + " tokens) is too small to time " +
+                        std::to_string(calibration_verify_nodes().back()) +
+                        "-node verifications: these timings are used for this run only, not cached";
+        return t;
+      }
       try {
         cache_calibration_timings(ctx.calibration, target.path(), draft->path(), t, setup,
                                   static_cast<int>(tctx.size()), kReps);

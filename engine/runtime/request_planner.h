@@ -154,7 +154,7 @@ class RequestPlanner {
   //    block drafter without one installed (block_size < 2) and the MTP drafter without an MTP
   //    head: plain decoding and a warning.
   //  - budgets are clamped: draft_k and node_budget to [1, max_nodes], depth to [1, node_budget],
-  //    branch to ≥ 1. The block drafter drafts at most B − 1 tokens deep (one block): draft_k
+  //    branch to [1, kMaxBranch]. The block drafter drafts at most B − 1 tokens deep (one block): draft_k
   //    and depth are also clamped to B − 1 (warning when a requested value is cut); its trees
   //    are built from the block's marginals with node_budget / depth / branch.
   //  - the n-gram, block and MTP drafters have no acceptance by rank: their optimal trees are

@@ -24,6 +24,12 @@ bool parse_drafter_choice(std::string_view name, DrafterChoice* out);
 // Parses tree_mode_name()'s names ("chain", "dynamic", "optimal"); false for anything else.
 bool parse_tree_mode(std::string_view name, TreeMode* out);
 
+// The largest values any front end accepts (CLI options, the API, calibration files): a node
+// budget past one verification batch, or a tree as wide or deep as these, is never faster.
+inline constexpr int kMaxNodeBudget = 127;  // tree nodes (and draft_k) per step
+inline constexpr int kMaxDepth = 64;        // tree depth
+inline constexpr int kMaxBranch = 32;       // children expanded per node (dynamic trees)
+
 // Defaults (the CLI's, which every front end now shares; the app used depth 4, branch 2):
 //   drafter model, tree chain, draft_k 4: a short chain is the safe start on any pair;
 //   node_budget 16, depth 5, branch 3: used only when a tree is chosen; 16 nodes stay far below

@@ -18,6 +18,12 @@ namespace specchat {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+std::string json_string_or(const json& j, const char* key, const std::string& dflt) {
+  if (!j.is_object()) return dflt;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : dflt;
+}
+
 bool calibration_describes_file(const json& stored, const std::string& path) {
   if (!stored.is_object()) return false;
   try {
@@ -31,13 +37,18 @@ bool calibration_describes_file(const json& stored, const std::string& path) {
 namespace {
 
 // The acceptance vector of a calibration object; empty when absent or not a list of
-// probabilities (SequoiaPlanner's contract: finite, in [0, 1]).
+// probabilities (SequoiaPlanner's contract: finite, in [0, 1]) that sum to at most 1 (a[r] is
+// the share of positions whose target token was the draft's rank r: RankCounts), up to the
+// rounding of a written file.
 std::vector<double> acceptance_of(const json& cal) {
   try {
     std::vector<double> a = cal.at("acceptance").at("accept_by_rank").get<std::vector<double>>();
+    double sum = 0;
     for (double x : a) {
       if (!std::isfinite(x) || x < 0 || x > 1) return {};
+      sum += x;
     }
+    if (sum > 1.0 + 1e-6) return {};
     return a;
   } catch (const json::exception&) {
     return {};
@@ -63,7 +74,10 @@ std::vector<int32_t> calibration_timing_context(const std::vector<int32_t>& ctx,
   return std::vector<int32_t>(ctx.end() - static_cast<std::ptrdiff_t>(len), ctx.end());
 }
 
-Calibration load_calibration(const std::string& target_path, const std::string& draft_path, const TimingSetup& setup) {
+namespace {
+
+Calibration load_calibration_unguarded(const std::string& target_path, const std::string& draft_path,
+                                       const TimingSetup& setup) {
   Calibration c;
   c.path = calibration_path(draft_path);
   std::ifstream in(c.path);
@@ -90,6 +104,20 @@ Calibration load_calibration(const std::string& target_path, const std::string& 
   c.timings = calibration_timings_of(doc, setup);
   c.doc = std::move(doc);
   return c;
+}
+
+}  // namespace
+
+Calibration load_calibration(const std::string& target_path, const std::string& draft_path, const TimingSetup& setup) {
+  try {
+    return load_calibration_unguarded(target_path, draft_path, setup);
+  } catch (const std::exception& e) {  // a shape no reader above foresaw: unreadable, never fatal
+    Calibration c;
+    c.path = calibration_path(draft_path);
+    c.status = Calibration::Status::unreadable;
+    c.problem = "calibration " + c.path + " could not be read (" + e.what() + ")";
+    return c;
+  }
 }
 
 json calibration_file_info(const std::string& model_path) {
@@ -147,7 +175,7 @@ bool entry_matches_setup(const json& e, const TimingSetup& s) {
 
 json with_setup_entry(const json& list, const json& fresh) {
   const TimingSetup f = setup_of_entry(fresh);
-  const std::string backend = fresh.value("backend", std::string());
+  const std::string backend = json_string_or(fresh, "backend");
   json out = json::array();
   if (list.is_array()) {
     for (const json& e : list) {
@@ -155,7 +183,7 @@ json with_setup_entry(const json& list, const json& fresh) {
       const TimingSetup s = setup_of_entry(e);
       const bool same = effective_threads(s.threads) == effective_threads(f.threads) && s.kv_type == f.kv_type &&
                         s.activations == f.activations &&
-                        e.value("backend", std::string()) == backend;
+                        json_string_or(e, "backend") == backend;
       if (!same) out.push_back(e);
     }
   }
@@ -173,7 +201,7 @@ json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, in
 
 StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setup) {
   StepTimings t;
-  if (!j.is_object() || j.value("backend", std::string()) != kCalibrationBackend ||
+  if (!j.is_object() || json_string_or(j, "backend") != kCalibrationBackend ||
       !j.contains("threads") || !j["threads"].is_number_integer() ||
       effective_threads(j["threads"].get<int>()) != effective_threads(setup.threads)) {
     return t;
@@ -213,7 +241,12 @@ void store_calibration_timings(json& doc, const json& table, const json& previou
     list = json::array();
     if (previous.is_object() && previous.value("timings", json()).is_object()) list.push_back(previous["timings"]);
   }
-  doc["timings_by_setup"] = with_setup_entry(list, table);
+  // Only tables a run could use are kept: a malformed entry would stay in the file forever.
+  json usable = json::array();
+  for (const json& e : list) {
+    if (calibration_timings_from_json(e, setup_of_entry(e)).valid()) usable.push_back(e);
+  }
+  doc["timings_by_setup"] = with_setup_entry(usable, table);
   doc["timings"] = table;
 }
 

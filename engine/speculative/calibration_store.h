@@ -47,6 +47,11 @@ int effective_threads(int threads);
 // (recorded as effective_threads).
 TimingSetup timing_setup_of(const LlamaModel& target, int threads);
 
+// j[key] when j is an object whose `key` holds a string, else `dflt` (absent, another type, j
+// not an object). Never throws: nlohmann's value() throws type_error on a mismatched type, and
+// calibration files are user-editable.
+std::string json_string_or(const nlohmann::json& j, const char* key, const std::string& dflt = {});
+
 // "2 threads, f16 KV cache, f32 activations": for notes that name a setup.
 std::string describe_setup(const TimingSetup& s);
 // The setup an entry of a calibration file was measured with: its "threads", "kv_type" and

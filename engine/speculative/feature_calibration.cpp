@@ -95,7 +95,9 @@ bool feature_config_from_json(const json& j, DrafterChoice drafter, FeatureConfi
     r.tau = j.at("tau").get<double>();
     r.tokens_per_s = j.at("tokens_per_s").get<double>();
     const SpecSettings& s = r.settings;
-    if (s.draft_k < 1 || s.node_budget < 1 || s.depth < 1 || s.branch < 1 || !std::isfinite(r.tau) ||
+    // The options' ranges: an entry past them was not measured by `calibrate` (hand-edited).
+    if (s.draft_k < 1 || s.draft_k > kMaxNodeBudget || s.node_budget < 1 || s.node_budget > kMaxNodeBudget ||
+        s.depth < 1 || s.depth > kMaxDepth || s.branch < 1 || s.branch > kMaxBranch || !std::isfinite(r.tau) ||
         !std::isfinite(r.tokens_per_s) || r.tokens_per_s < 0) {
       return false;
     }
@@ -106,8 +108,10 @@ bool feature_config_from_json(const json& j, DrafterChoice drafter, FeatureConfi
   }
 }
 
-FeatureCalibration load_feature_calibration(const std::string& target_path, const std::string& drafter_path,
-                                            DrafterChoice drafter, const TimingSetup& setup) {
+namespace {
+
+FeatureCalibration load_unguarded(const std::string& target_path, const std::string& drafter_path,
+                                  DrafterChoice drafter, const TimingSetup& setup) {
   FeatureCalibration c;
   const std::string name = drafter == DrafterChoice::block ? "block" : "mtp";
   c.path = calibration_path(drafter_path);
@@ -122,7 +126,7 @@ FeatureCalibration load_feature_calibration(const std::string& target_path, cons
     c.problem = "calibration " + c.path + " is not a JSON object";
     return c;
   }
-  if (doc.value("kind", std::string()) != name || !calibration_describes_file(doc.value("target", json()), target_path) ||
+  if (json_string_or(doc, "kind") != name || !calibration_describes_file(doc.value("target", json()), target_path) ||
       !calibration_describes_file(doc.value("drafter", json()), drafter_path)) {
     c.status = FeatureCalibration::Status::other_files;
     c.problem = "calibration " + c.path + " was made for other model files (re-run `specchat-cli calibrate --drafter " +
@@ -161,6 +165,21 @@ FeatureCalibration load_feature_calibration(const std::string& target_path, cons
   }
   if (!c.usable()) c.problem = "calibration " + c.path + " has no usable measurements";
   return c;
+}
+
+}  // namespace
+
+FeatureCalibration load_feature_calibration(const std::string& target_path, const std::string& drafter_path,
+                                            DrafterChoice drafter, const TimingSetup& setup) {
+  try {
+    return load_unguarded(target_path, drafter_path, drafter, setup);
+  } catch (const std::exception& e) {  // a shape no reader above foresaw: unreadable, never fatal
+    FeatureCalibration c;
+    c.path = calibration_path(drafter_path);
+    c.status = FeatureCalibration::Status::unreadable;
+    c.problem = "calibration " + c.path + " could not be read (" + e.what() + ")";
+    return c;
+  }
 }
 
 }  // namespace specchat

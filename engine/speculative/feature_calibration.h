@@ -71,7 +71,8 @@ std::vector<SpecSettings> feature_calibration_grid(DrafterChoice drafter, int bl
 FeatureCalibration load_feature_calibration(const std::string& target_path, const std::string& drafter_path,
                                             DrafterChoice drafter, const TimingSetup& setup);
 
-// The JSON of one configuration result and its inverse (false when malformed).
+// The JSON of one configuration result and its inverse (false when malformed, or when a value
+// is past the options' limits: kMaxNodeBudget, kMaxDepth, kMaxBranch).
 nlohmann::json feature_config_json(const FeatureConfigResult& r);
 bool feature_config_from_json(const nlohmann::json& j, DrafterChoice drafter, FeatureConfigResult* out);
 

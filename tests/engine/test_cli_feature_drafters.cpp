@@ -84,3 +84,23 @@ TEST_CASE("cli: feature drafter files that cannot serve the target fail clearly"
   CHECK(plain.json["n_generated"] == 3);
   CHECK(plain.json["drafter"] == "none");
 }
+
+TEST_CASE("cli: --draft none or ngram with another --drafter is refused not ignored", "[model][cli][features]") {
+  // Regression: `--draft none --drafter mtp` decoded plainly and `--draft ngram --drafter mtp`
+  // ran the n-gram drafter, both without a word: --draft none / ngram name a drafter too.
+  for (const char* cmd : {"generate", "compare", "chat"}) {
+    for (const auto& [draft, drafter] : {std::pair<const char*, const char*>{"none", "mtp"}, {"ngram", "mtp"},
+                                         {"none", "ngram"}, {"ngram", "model"}}) {
+      std::vector<std::string> args = {cmd, "--draft", draft, "--drafter", drafter, "-n", "2"};
+      if (std::string(cmd) != "chat") args.insert(args.end(), {"--prompt", "Hi"});
+      const test::CliResult r = test::run_cli(args, 180, "/dev/null");
+      INFO(r.describe());
+      CHECK(r.exit_code == 2);
+      CHECK(r.err.find("--drafter " + std::string(drafter)) != std::string::npos);
+    }
+  }
+  // Agreeing names run.
+  const test::CliResult ok = test::run_cli({"generate", "--draft", "ngram", "--drafter", "ngram", "-n", "2", "--prompt", "Hi"});
+  INFO(ok.describe());
+  CHECK(ok.exit_code == 0);
+}

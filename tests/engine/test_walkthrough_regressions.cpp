@@ -97,6 +97,21 @@ TEST_CASE("walkthrough: bench refuses node budgets outside 1..127", "[model][cli
   CHECK(r0.exit_code == 2);
 }
 
+TEST_CASE("walkthrough: calibrate refuses an output it cannot write before it measures", "[model][cli]") {
+  // Regression: `calibrate --out DIR` measured for minutes and only then failed to write.
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, {"--drafter", "block"}, {"--drafter", "mtp"}}) {
+    for (const std::string& out : {std::string("/tmp"), std::string("/nonexistent-dir/cal.json")}) {
+      std::vector<std::string> args = {"calibrate", "--out", out, "-n", "64"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      const auto r = test::run_cli(args);
+      INFO(r.describe());
+      CHECK(r.exit_code == 1);
+      CHECK(r.err.find("cannot write the calibration to " + out) != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("walkthrough: calibrate explains that it needs a draft model", "[model][cli]") {
   const auto r = test::run_cli({"calibrate", "--draft", "ngram", "--out", "/tmp/specchat-never-written.json"});
   INFO(r.describe());

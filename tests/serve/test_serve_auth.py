@@ -43,6 +43,9 @@ def main():
             assert r.status_code == 200, r.text
             reply = reply_text(r.json(), True)
             assert c.get("/v1/models", headers=ok).status_code == 200
+            # The scheme is case-insensitive (RFC 7235 section 2.1; a regression refused "bearer").
+            for scheme in ("bearer ", "BEARER "):
+                assert c.get("/v1/models", headers={"Authorization": scheme + KEY}).status_code == 200, scheme
             log = srv.log()
             assert "auth=on" in log
             assert SECRET not in log, "prompt text in the log without --log-content"

@@ -257,6 +257,20 @@ def main():
         checks.run("40 clients sending their headers slowly do not starve /health or requests", slow_headers_do_not_starve)
         checks.run(f"{TOTAL} malformed requests each get a 4xx JSON error", malformed)
         checks.run("a normal request still works", still_works)
+
+        def post_without_length():
+            # Regression: a POST with neither Content-Length nor Transfer-Encoding has no body
+            # (RFC 9112 section 6.3), but the server read until the read timeout before its 400.
+            for path in (b"/v1/chat/completions", b"/v1/completions"):
+                t0 = time.monotonic()
+                st, body = raw_request(srv.port, b"POST " + path + b" HTTP/1.1\r\nHost: x\r\n"
+                                       b"Content-Type: application/json\r\n\r\n")
+                elapsed = time.monotonic() - t0
+                assert st == 400, (path, st, body[:200])
+                check_error(st, body, "POST without a body")
+                assert elapsed < 0.8, f"answered after {elapsed:.2f} s (the read timeout is 1 s)"
+
+        checks.run("a POST without Content-Length is answered at once", post_without_length)
     checks.finish()
 
 

@@ -1,7 +1,5 @@
 #include "app/cli/bench/machine_info.h"
 
-#include <openssl/evp.h>
-
 #include <array>
 #include <cstdio>
 #include <ctime>
@@ -9,6 +7,8 @@
 #include <memory>
 #include <stdexcept>
 #include <thread>
+
+#include "engine/drafters/sha256.h"
 
 namespace specchat::bench {
 
@@ -26,27 +26,7 @@ std::string cpu_model_name() {
 
 int cpu_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-std::string file_sha256(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path + " to hash it");
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw std::runtime_error("sha256: OpenSSL failed");
-  std::array<char, 1 << 16> buf;
-  while (in) {
-    in.read(buf.data(), buf.size());
-    if (in.gcount() > 0) EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(in.gcount()));
-  }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &len);
-  std::string hex;
-  char b[3];
-  for (unsigned int i = 0; i < len; ++i) {
-    std::snprintf(b, sizeof b, "%02x", md[i]);
-    hex += b;
-  }
-  return hex;
-}
+std::string file_sha256(const std::string& path) { return sha256_file_hex(path); }
 
 namespace {
 std::string run_capture(const std::string& cmd) {

@@ -6,6 +6,7 @@
 
 #include "mtp_fixture.h"
 #include "engine/drafters/mtp_model.h"
+#include "engine/drafters/sha256.h"
 
 using namespace specchat;
 using namespace specchat::test;
@@ -88,12 +89,12 @@ TEST_CASE("mtp loader: a well-formed head binds, each defect is a typed, named e
     {
       std::ofstream(dir.file("abc.txt"), std::ios::binary) << "abc";
     }
-    CHECK(mtp_file_sha256(dir.file("abc.txt")) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(sha256_file_hex(dir.file("abc.txt")) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     MtpFile f = random_mtp({});
     f.kv["specchat.target.sha256"] = gguf_value::string(std::string(64, '0'));
     CHECK(refusal(dir, f, target, "sha256") == K::sha256_mismatch);
     MtpFile ok = random_mtp({});
-    std::string want = mtp_file_sha256(t.path);
+    std::string want = sha256_file_hex(t.path);
     for (char& c : want) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));  // case-insensitive
     ok.kv["specchat.target.sha256"] = gguf_value::string(want);
     ok.write(dir.file("ok.gguf"));

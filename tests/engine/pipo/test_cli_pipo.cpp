@@ -221,6 +221,25 @@ TEST_CASE("cli: PIPO flags without --pipo, a NaN threshold and --pipo with --end
   CHECK(run_cli({"generate", "--pipo", u.dir(), "--endpoint", "http://127.0.0.1:9", "--prompt", "Hi", "-n", "2"}).exit_code == 2);
 }
 
+TEST_CASE("cli: speculative options with --pipo are refused not ignored", "[model][pipo]") {
+  // Regression: --draft-k, --tree, --drafter and the other drafter options were accepted with
+  // --pipo and ignored (PIPO drafts with its release's own MTP head and pair compressor).
+  BoundUnit u;
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--draft-k", "6"}, {"--tree", "dynamic"}, {"--drafter", "mtp"}, {"--draft", "none"},
+        {"--node-budget", "8"}, {"--branch", "2"}}) {
+    for (const char* cmd : {"generate", "chat"}) {
+      std::vector<std::string> args = {cmd, "--pipo", u.dir(), "-n", "2"};
+      if (std::string(cmd) == "generate") args.insert(args.end(), {"--prompt", "Hi"});
+      args.insert(args.end(), extra.begin(), extra.end());
+      const CliResult r = run_cli(args, 180, "/dev/null");
+      INFO(r.describe());
+      CHECK(r.exit_code == 2);
+      CHECK(r.err.find(extra[0] + " does not apply to --pipo") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("cli: generate --pipo text keeps the reply's leading space and ends at a stop string as plain decoding does",
           "[model][pipo]") {
   // Regression: the CLI decoded the reply's ids as a whole text, which drops the first piece's
@@ -319,4 +338,30 @@ TEST_CASE("cli: chat --pipo labels each reply on stdout and gauges each reply on
     REQUIRE(from != std::string::npos);
     CHECK(std::stoi(line.substr(from + 1)) == steps);
   }
+}
+
+TEST_CASE("cli: chat --pipo leaves out the oldest messages when the context is full", "[model][pipo]") {
+  // Regression: plain chat dropped the oldest exchanges (RequestPlanner::fit_context) but chat
+  // --pipo did not: once the conversation outgrew the release's context every turn failed.
+  BoundUnit u;
+  const std::string input = u.f.dir.file("long-turns.txt");
+  const int turns = 6;
+  {
+    std::ofstream o(input);
+    for (int i = 0; i < turns; ++i) o << "Tell me one more thing about the little fox and the old oak tree, please\n";
+    o << "/exit\n";
+  }
+  const CliResult r = run_cli({"chat", "--pipo", u.dir(), "--model", target_model(), "--pipo-threshold", "0.3",
+                               "--ctx", "64", "-n", "8"},
+                              180, input);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  int labelled = 0;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("[pipo: approximate: not verified by the target]", 0) == 0) ++labelled;
+  }
+  CHECK(labelled == turns);  // every turn answered
+  CHECK(r.err.find("context full: left out the") != std::string::npos);
+  CHECK(r.err.find("error:") == std::string::npos);
 }

@@ -123,3 +123,76 @@ TEST_CASE("calibration store: thread counts match as the pool runs them", "[unit
     CHECK(with_setup_entry(json::array({t}), calibration_timings_json(table(2), {0, "f16", "f32"}, 64, 3)).size() == 1);
   }
 }
+
+TEST_CASE("calibration store: values of the wrong JSON type are ignored and never thrown", "[unit][calibration]") {
+  // Regression: `"backend": 5` in a timing table made nlohmann's value() throw type_error out
+  // of load_calibration (documented "never throws"), and generate, chat, compare and serve
+  // exited with the raw exception instead of re-measuring.
+  ScratchPair p;
+  const TimingSetup one{1, "f16", "f32"};
+  json bad = calibration_timings_json(table(1), one, 64, 3);
+  bad["backend"] = 5;
+  json doc{{"version", kCalibrationVersion},
+           {"target", calibration_file_info(p.target())},
+           {"draft", calibration_file_info(p.draft())},
+           {"acceptance", {{"accept_by_rank", {0.5, 0.2}}}},
+           {"timings", bad},
+           {"timings_by_setup", json::array({json{{"backend", 5}, {"threads", 1}}, bad,
+                                             json{{"backend", "cpu"}, {"threads", "one"}}})}};
+  write_calibration_file(calibration_path(p.draft()), doc);
+  Calibration c;
+  REQUIRE_NOTHROW(c = load_calibration(p.target(), p.draft(), one));
+  CHECK(c.status == Calibration::Status::ok);
+  CHECK(c.has_acceptance());
+  CHECK_FALSE(c.timings.valid());  // nothing usable: the caller re-measures
+  CHECK_NOTHROW(calibration_timings_from_json(bad, one));
+  CHECK_FALSE(calibration_timings_from_json(bad, one).valid());
+  CHECK_NOTHROW(with_setup_entry(doc["timings_by_setup"], calibration_timings_json(table(2), one, 64, 3)));
+
+  // The file's own identity fields of the wrong type: made for other files, not a throw.
+  doc["target"]["size"] = "big";
+  write_calibration_file(calibration_path(p.draft()), doc);
+  REQUIRE_NOTHROW(c = load_calibration(p.target(), p.draft(), one));
+  CHECK(c.status == Calibration::Status::other_files);
+}
+
+TEST_CASE("calibration store: re-timing drops entries that are not timing tables", "[unit][calibration]") {
+  // Regression: `calibrate` kept a malformed entry of the list in the file it rewrote, so the
+  // file stayed broken however often it was re-made.
+  ScratchPair p;
+  const TimingSetup one{1, "f16", "f32"}, two{1, "f32", "f32"};
+  json doc{{"version", kCalibrationVersion},
+           {"target", calibration_file_info(p.target())},
+           {"draft", calibration_file_info(p.draft())},
+           {"timings_by_setup", json::array({json{{"backend", 5}, {"threads", 1}}, json("text"),
+                                             calibration_timings_json(table(2), two, 64, 3)})}};
+  write_calibration_file(calibration_path(p.draft()), doc);
+  cache_calibration_timings(load_calibration(p.target(), p.draft(), one), p.target(), p.draft(), table(1), one, 64, 3);
+  const Calibration c = load_calibration(p.target(), p.draft(), one);
+  REQUIRE(c.doc["timings_by_setup"].is_array());
+  CHECK(c.doc["timings_by_setup"].size() == 2);  // the other setup's table and the new one
+  CHECK(c.timings.draft_ms.at(0) == Approx(1.0));
+  CHECK(load_calibration(p.target(), p.draft(), two).timings.draft_ms.at(0) == Approx(2.0));
+}
+
+TEST_CASE("calibration store: an acceptance vector that sums past 1 is refused", "[unit][calibration]") {
+  // Regression: 64 ranks of 1.0 were taken as they stood (each value is in [0, 1]), and
+  // `--tree auto` / `--tree optimal` planned huge trees on acceptance no drafter can have: a[r]
+  // is the share of positions whose target token was the draft's rank r, so the ranks sum to
+  // at most 1.
+  ScratchPair p;
+  json doc{{"version", kCalibrationVersion},
+           {"target", calibration_file_info(p.target())},
+           {"draft", calibration_file_info(p.draft())},
+           {"acceptance", {{"accept_by_rank", std::vector<double>(64, 1.0)}}}};
+  write_calibration_file(calibration_path(p.draft()), doc);
+  Calibration c = load_calibration(p.target(), p.draft(), {1, "f16", "f32"});
+  CHECK(c.status == Calibration::Status::ok);
+  CHECK_FALSE(c.has_acceptance());
+  CHECK(c.problem.find("no usable acceptance") != std::string::npos);
+  // Rounding in a written file is not a reason to refuse it.
+  doc["acceptance"]["accept_by_rank"] = {0.7, 0.2, 0.1000000001};
+  write_calibration_file(calibration_path(p.draft()), doc);
+  c = load_calibration(p.target(), p.draft(), {1, "f16", "f32"});
+  CHECK(c.has_acceptance());
+}

@@ -300,3 +300,63 @@ TEST_CASE("cli: calibrate --drafter block keeps the measurement of another setup
   CHECK(load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {1, "f16", "f32"}).setup_note.empty());
   CHECK(load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, {1, "f32", "f32"}).setup_note.empty());
 }
+
+TEST_CASE("feature calibration: entries past the option limits are refused and plans are clamped", "[unit][calibration]") {
+  // Regression: a configs entry with "branch": 1000 was taken as measured, and generate --tree
+  // auto then expanded 1000 children per node (a hang and 4 GB) though --branch stops at 32.
+  const FeatureConfigResult ok = config(TreeMode::dynamic, 16, 7, 3.0, 1500);
+  FeatureConfigResult r;
+  REQUIRE(feature_config_from_json(feature_config_json(ok), DrafterChoice::block, &r));
+  for (const auto& [key, value] : {std::pair<const char*, int>{"branch", kMaxBranch + 1}, {"branch", 1000},
+                                   {"node_budget", kMaxNodeBudget + 1}, {"draft_k", kMaxNodeBudget + 1},
+                                   {"depth", kMaxDepth + 1}}) {
+    json j = feature_config_json(ok);
+    j[key] = value;
+    INFO(key << " = " << value);
+    CHECK_FALSE(feature_config_from_json(j, DrafterChoice::block, &r));
+  }
+  // A measurement built in memory with a huge branch (as a hand-edited file once gave) is
+  // clamped by the planner to what the options allow.
+  PlanContext ctx = block_ctx();
+  FeatureConfigResult huge = ok;
+  huge.settings.branch = 1000;
+  ctx.feature_calibration.configs = {huge};
+  SpecSettings s;
+  s.drafter = DrafterChoice::block;
+  s.auto_tree = true;
+  TreePlan p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.settings.branch == kMaxBranch);
+  CHECK(p.spec.tree.branch <= kMaxBranch);
+  // So are settings given directly (the API and the app's settings pass through here too).
+  s.auto_tree = false;
+  s.tree = TreeMode::dynamic;
+  s.branch = 1000;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.settings.branch == kMaxBranch);
+}
+
+TEST_CASE("load_feature_calibration: values of the wrong JSON type are ignored and never thrown", "[model][calibration]") {
+  // Regression: `"kind": 5` made nlohmann's value() throw type_error out of the loader, and
+  // generate, chat, compare and serve exited with the raw exception.
+  ScratchModels m;
+  const std::string path = calibration_path(m.drafter());
+  json doc{{"kind", 5},
+           {"target", calibration_file_info(m.target())},
+           {"drafter", calibration_file_info(m.drafter())},
+           {"threads", 2},
+           {"baseline_tokens_per_s", 800.0},
+           {"configs", {feature_config_json(config(TreeMode::chain, 3, 3, 2.5, 1000))}}};
+  write_calibration_file(path, doc);
+  FeatureCalibration c;
+  REQUIRE_NOTHROW(c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, kSetup));
+  CHECK(c.status == FeatureCalibration::Status::other_files);
+  CHECK_FALSE(c.usable());
+  doc["kind"] = "block";
+  doc["baseline_tokens_per_s"] = "fast";
+  doc["by_setup"] = json::array({json{{"threads", "two"}, {"kv_type", 16}}, json{{"backend", 5}, {"threads", 2}}});
+  doc["configs"] = {json{{"tree", 3}}, feature_config_json(config(TreeMode::chain, 3, 3, 2.5, 1000))};
+  write_calibration_file(path, doc);
+  REQUIRE_NOTHROW(c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, kSetup));
+  CHECK(c.status == FeatureCalibration::Status::ok);
+  CHECK(c.configs.size() == 1);
+}

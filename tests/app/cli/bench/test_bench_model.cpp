@@ -165,6 +165,13 @@ TEST_CASE("cli: bench refuses options of the other mode", "[cli][bench]") {
   const auto c = test::run_cli({"bench", "--max-prompts", "1", "-n", "4", "--max-time", "1"});
   CHECK(c.exit_code == 2);
   CHECK(c.err.find("--max-time needs --suite") != std::string::npos);
+  // Found by a later helper: --out with --suite wrote nothing, and --max-time nan ran unbounded.
+  const auto g = test::run_cli({"bench", "--suite", "qualitative", "--configs", "baseline", "--out", "/tmp/x.json"});
+  CHECK(g.exit_code == 2);
+  CHECK(g.err.find("--out does not apply to --suite") != std::string::npos);
+  const auto h = test::run_cli({"bench", "--suite", "qualitative", "--configs", "baseline", "--max-time", "nan"});
+  CHECK(h.exit_code == 2);
+  CHECK(h.err.find("finite") != std::string::npos);
   const auto d = test::run_cli({"bench", "--profile-k", "2", "-n", "4", "--max-prompts", "1"});
   CHECK(d.exit_code == 2);
   CHECK(d.err.find("--profile-k needs --profile") != std::string::npos);
