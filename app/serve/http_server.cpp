@@ -33,6 +33,21 @@ void send_json(httplib::Response& res, int status, const json& j) {
   res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
+// The request's Content-Length headers (none is valid): each one run of 1-18 digits, all equal.
+bool content_length_valid(const httplib::Request& req) {
+  std::string first;
+  auto [it, end] = req.headers.equal_range("Content-Length");
+  for (; it != end; ++it) {
+    const std::string& v = it->second;
+    if (v.empty() || v.size() > 18 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return false;
+    }
+    if (!first.empty() && v != first) return false;
+    first = v;
+  }
+  return true;
+}
+
 const char* status_message(int status) {
   switch (status) {
     case 400: return "the request could not be read (malformed HTTP)";
@@ -144,7 +159,24 @@ void ApiServer::install_routes() {
   // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 §6.3):
   // cpp-httplib would read a POST's body until the client closes, so a client that sent none
   // waited out the read timeout (10 s) for its 400. It is told Content-Length 0 here.
-  s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+  //
+  // Every Content-Length must be a run of digits, and several must agree (RFC 9112 §6.3: else
+  // the framing is invalid, a 400 and the connection closes). cpp-httplib read "12abc" as 12,
+  // "-5" as a huge length (413) and the first of conflicting values: a proxy reading another
+  // framing than ours is how requests are smuggled. The answer says Connection: close. (The
+  // socket's read side is not shut: with the body unread the kernel resets the connection and
+  // the client loses the 400.)
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!content_length_valid(req)) {
+      metrics_.count_request("invalid");
+      log_.info("refused " + req.method + " " + req.path + " from " + req.remote_addr + ": invalid Content-Length");
+      send_json(res, 400,
+                ApiError{400, "invalid Content-Length: one run of digits, the same in every Content-Length header",
+                         "invalid_request_error", "", "invalid_content_length"}
+                    .body());
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.method == "POST") {
       quick_ack(find_client_socket(req.remote_addr, req.remote_port));
       auto& headers = const_cast<httplib::Request&>(req).headers;  // names compare case-insensitively

@@ -271,6 +271,28 @@ def main():
                 assert elapsed < 0.8, f"answered after {elapsed:.2f} s (the read timeout is 1 s)"
 
         checks.run("a POST without Content-Length is answered at once", post_without_length)
+
+        def bad_content_length():
+            # Regression: "12abc" was read as 12, "-5" answered 413 and conflicting values were
+            # taken as the first: a proxy framing the request otherwise could smuggle one in.
+            body = b'{"prompt": "Once", "max_tokens": 1}'
+            for lengths in ([b"12abc"], [b"-5"], [str(len(body)).encode(), str(len(body) + 1).encode()],
+                            [b"0x10"], [b"99999999999999999999"]):
+                head = b"".join(b"Content-Length: " + v + b"\r\n" for v in lengths)
+                st, resp = raw_request(srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                       b"application/json\r\n" + head + b"\r\n" + body)
+                assert st == 400, (lengths, st, resp[:200])
+                check_error(st, resp, f"Content-Length {lengths}")
+                assert json.loads(resp)["error"]["code"] == "invalid_content_length", resp[:200]
+            # Two equal values frame the body the same way: accepted.
+            n = str(len(body)).encode()
+            st, resp = raw_request(srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                   b"application/json\r\nContent-Length: " + n + b"\r\nContent-Length: " + n +
+                                   b"\r\nConnection: close\r\n\r\n" + body)
+            assert st == 200, (st, resp[:200])
+
+        checks.run("an invalid or conflicting Content-Length is a 400 that closes the connection", bad_content_length)
+        checks.run("a normal request still works after them", still_works)
     checks.finish()
 
 
