@@ -56,6 +56,11 @@ PipoRun load_pipo(const CommonOptions& o, bool with_target, bool encode = true) 
   if (o.n_ctx > r.settings.raw_limit(train_ctx)) {
     std::fprintf(stderr, "warning: --ctx %d is more than this release holds: capped at %d raw tokens (2 per pair, %d pairs)\n",
                  o.n_ctx, r.settings.raw_limit(train_ctx), train_ctx);
+  } else if (o.n_ctx > train_ctx) {
+    std::fprintf(stderr,
+                 "warning: --ctx %d is past this release's default context of %d tokens: replies past %d tokens of "
+                 "conversation were never measured for quality (%s)\n",
+                 o.n_ctx, train_ctx, train_ctx, kLabel);
   }
   const int latent = r.settings.latent_context(train_ctx);
   if (latent < r.unit.backbone->n_ctx()) {

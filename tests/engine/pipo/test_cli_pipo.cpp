@@ -365,3 +365,17 @@ TEST_CASE("cli: chat --pipo leaves out the oldest messages when the context is f
   CHECK(r.err.find("context full: left out the") != std::string::npos);
   CHECK(r.err.find("error:") == std::string::npos);
 }
+
+TEST_CASE("cli: generate --pipo warns when --ctx goes past the release's default context", "[model][pipo]") {
+  // Found by a helper: --ctx up to two tokens per backbone pair is allowed, but nothing past the
+  // default context (the plain target's) was ever evaluated, and nothing said so.
+  BoundUnit u;
+  const CliResult past = run_cli({"generate", "--pipo", u.dir(), "--ctx", "1500", "--prompt", "Hi", "-n", "2"});
+  INFO(past.describe());
+  REQUIRE(past.exit_code == 0);
+  CHECK(past.err.find("never measured for quality") != std::string::npos);
+  const CliResult within = run_cli({"generate", "--pipo", u.dir(), "--ctx", "512", "--prompt", "Hi", "-n", "2"});
+  INFO(within.describe());
+  REQUIRE(within.exit_code == 0);
+  CHECK(within.err.find("never measured for quality") == std::string::npos);
+}
