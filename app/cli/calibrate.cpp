@@ -89,6 +89,23 @@ void check_calibration_output(const std::string& path) {
   if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) refuse("the file is not writable");
 }
 
+void check_prompts_fit(const std::vector<std::vector<int32_t>>& prompts, int n_ctx, const std::string& path) {
+  for (const auto& p : prompts) {
+    if (static_cast<int>(p.size()) + 1 < n_ctx) return;
+  }
+  throw std::runtime_error("calibration: none of the " + std::to_string(prompts.size()) + " prompts of " + path +
+                           " leaves room to generate in the target's context of " + std::to_string(n_ctx) +
+                           " tokens: give shorter prompts (--prompts FILE)");
+}
+
+void warn_small_sample(int64_t positions, const std::string& what) {
+  if (positions >= kCalibrationMinPositions) return;
+  std::fprintf(stderr,
+               "warning: the calibration measured only %lld %s (fewer than %lld): its numbers are noisy; use more "
+               "prompts (--max-prompts) or longer replies (-n)\n",
+               static_cast<long long>(positions), what.c_str(), static_cast<long long>(kCalibrationMinPositions));
+}
+
 void print_calibration_json(const nlohmann::json& cal, const std::string& path, double seconds) {
   json shown = cal;
   shown["path"] = path;
@@ -116,6 +133,7 @@ int cmd_calibrate(const CalibrateOptions& o) {
   check_calibration_output(o.out.empty() ? calibration_path(draft.path()) : o.out);
   const std::string prompts_path = find_prompts_file(o.prompts);
   const auto prompts = load_prompts(pair, prompts_path, o.max_prompts);
+  check_prompts_fit(prompts, target.n_ctx(), prompts_path);
 
   // Acceptance by rank: the target decodes greedily; the draft ranks each chosen token.
   Generator gen(target, nullptr);
@@ -144,6 +162,7 @@ int cmd_calibrate(const CalibrateOptions& o) {
     ++used;
   }
   if (counts.positions() == 0) throw std::runtime_error("calibration: no prompt produced a token");
+  warn_small_sample(counts.positions(), "target tokens");
   gen.clear_cache();  // cold caches for the timings
   const StepTimings t = measure_step_timings(target, &draft, timing_ctx, calibration_verify_nodes(),
                                              calibration_draft_widths(), o.reps);

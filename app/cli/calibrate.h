@@ -59,6 +59,15 @@ std::vector<std::vector<int32_t>> load_prompts(const ModelPair& pair, const std:
 // --out (or a read-only models folder) costs no minutes of measurement.
 void check_calibration_output(const std::string& path);
 
+// Throws std::runtime_error naming `path` when no prompt leaves room to generate in a context of
+// n_ctx tokens (each needs n_prompt + 1 < n_ctx): said before measuring, not as "no prompt
+// produced a token" after it.
+void check_prompts_fit(const std::vector<std::vector<int32_t>>& prompts, int n_ctx, const std::string& path);
+// Warns on stderr when fewer than kCalibrationMinPositions positions were measured: a few
+// dozen tokens give a noisy acceptance vector / tokens-per-second table.
+inline constexpr int64_t kCalibrationMinPositions = 256;
+void warn_small_sample(int64_t positions, const std::string& what);
+
 // calibrate --json: the calibration written, plus "path" (where) and "seconds" (how long it
 // took), as one line on stdout.
 void print_calibration_json(const nlohmann::json& cal, const std::string& path, double seconds);

@@ -53,6 +53,7 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   for (const std::string& w : pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const std::string prompts_path = find_prompts_file(o.prompts);
   const auto prompts = load_prompts(pair, prompts_path, o.max_prompts > 0 ? o.max_prompts : 12);
+  check_prompts_fit(prompts, pair.target->n_ctx(), prompts_path);
 
   Generator gen(*pair.target, nullptr);
   CommonOptions co;
@@ -103,6 +104,7 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
     }
   }
   if (base.generated == 0) throw std::runtime_error("calibration: no prompt produced a token");
+  warn_small_sample(base.generated / o.rounds, "target tokens per round");
 
   json j;
   j["version"] = kFeatureCalibrationVersion;

@@ -1,12 +1,17 @@
 // Regressions found by the first new-user walkthrough: NaN options, NaN weights (also in a
-// quantized model on the integer path), bench budget range, calibrate with a non-model draft.
+// quantized model on the integer path), bench budget range, calibrate with a non-model draft;
+// later break-it passes: calibrate's output, prompts and sample checks.
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "cli_runner.h"
@@ -110,6 +115,31 @@ TEST_CASE("walkthrough: calibrate refuses an output it cannot write before it me
       CHECK(r.err.find("cannot write the calibration to " + out) != std::string::npos);
     }
   }
+}
+
+TEST_CASE("walkthrough: calibrate says when no prompt fits and when its sample is small", "[model][cli]") {
+  // Regression: prompts that all fill the context gave "no prompt produced a token" after the
+  // load, and a sample of a few tokens was written without a word about its noise.
+  const std::string dir = "/tmp/specchat-calprompts-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::string long_text;
+  for (int i = 0; i < 3000; ++i) long_text += "word ";
+  {
+    std::ofstream(dir + "/long.json") << nlohmann::json::array({long_text, long_text}).dump();
+  }
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{}, {"--drafter", "block"}}) {
+    std::vector<std::string> args = {"calibrate", "--prompts", dir + "/long.json", "--out", dir + "/cal.json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = test::run_cli(args);
+    INFO(r.describe());
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("none of the 2 prompts") != std::string::npos);
+  }
+  const auto small = test::run_cli({"calibrate", "--max-prompts", "1", "-n", "8", "--out", dir + "/cal.json"});
+  INFO(small.describe());
+  CHECK(small.exit_code == 0);
+  CHECK(small.err.find("warning: the calibration measured only") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("walkthrough: calibrate explains that it needs a draft model", "[model][cli]") {
