@@ -53,7 +53,9 @@ std::vector<std::vector<int32_t>> load_prompts(const ModelPair& pair, const std:
 
 void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
   cmd.add_option("--model,-m", o.model, "target model GGUF (default: the bundled target)");
-  cmd.add_option("--draft,-d", o.draft, "draft model GGUF or 'bundled' (default)");
+  cmd.add_option("--draft,-d", o.draft,
+                 "draft model GGUF or 'bundled' (default: as generate: the bundled draft for the bundled target; "
+                 "with --model, the draft picked beside it)");
   cmd.add_option("--prompts", o.prompts, "held-out prompts JSON (default: tests/data/heldout_prompts.json)");
   cmd.add_option("--out,-o", o.out, "calibration file (default: <draft without .gguf>.calibration.json)");
   cmd.add_option("-n,--max-tokens", o.n, "target tokens generated per prompt")->check(CLI::Range(1, 4096));
@@ -82,11 +84,23 @@ void check_calibration_output(const std::string& path) {
     throw std::runtime_error("cannot write the calibration to " + path + ": " + why);
   };
   std::error_code ec;
+  if (path.empty()) refuse("an empty name (leave --out out for the file beside the drafter)");
   if (fs::is_directory(path, ec)) refuse("it is a folder (give a file name)");
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    refuse(fs::is_symlink(st) ? "it is a symbolic link (give the file it points to)"
+                              : "it is not a regular file (a device, pipe or socket)");
+  }
   const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec)) refuse("the folder " + dir.string() + " does not exist");
   if (::access(dir.c_str(), W_OK) != 0) refuse("the folder " + dir.string() + " is not writable");
   if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) refuse("the file is not writable");
+  // The file is written as PATH.tmp, then renamed: make sure that can be created (root passes
+  // access() on folders such as /proc where nothing can be created).
+  const std::string tmp = path + ".tmp";
+  const bool had_tmp = fs::exists(tmp, ec);
+  if (!std::ofstream(tmp, std::ios::app)) refuse("cannot create " + tmp);
+  if (!had_tmp) fs::remove(tmp, ec);
 }
 
 void check_prompts_fit(const std::vector<std::vector<int32_t>>& prompts, int n_ctx, const std::string& path) {
@@ -122,12 +136,26 @@ int cmd_calibrate(const CalibrateOptions& o) {
   }
   PairOptions po;
   po.target_path = o.model;
-  po.draft_path = o.draft == "bundled" || o.draft.empty() ? bundled_draft_path() : o.draft;
+  // The draft generate would use: --draft's file, the bundled one for the bundled target, and
+  // with --model alone the draft picked beside it (pick_draft), so that `generate --model X
+  // --tree auto` reads what `calibrate --model X` wrote.
+  if (o.draft == "bundled" || (o.draft.empty() && o.model.empty())) {
+    po.draft_path = bundled_draft_path();
+  } else if (o.draft.empty()) {
+    po.auto_draft = true;
+  } else {
+    po.draft_path = o.draft;
+  }
   po.n_threads = o.threads;
   po.kv_type = parse_kv_type(o.kv_type);
   po.activations = parse_activations(o.activations);
   ModelPair pair = ModelPair::load(po);
   for (const std::string& w : pair.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (!pair.draft) {
+    throw std::runtime_error("calibrate: no draft model for " + o.model + " (" + pair.draft_choice.reason +
+                             "): pass --draft FILE");
+  }
+  if (po.auto_draft) std::fprintf(stderr, "draft: %s (%s)\n", pair.draft->path().c_str(), pair.draft_choice.reason.c_str());
   LlamaModel& target = *pair.target;
   LlamaModel& draft = *pair.draft;
   check_calibration_output(o.out.empty() ? calibration_path(draft.path()) : o.out);

@@ -25,7 +25,7 @@ namespace specchat::cli {
 
 struct CalibrateOptions {
   std::string model;              // target GGUF; empty = bundled
-  std::string draft = "bundled";  // draft GGUF or "bundled"
+  std::string draft;  // draft GGUF or "bundled"; empty: as generate (bundled, or picked beside --model)
   std::string prompts;            // held-out prompts JSON; empty = tests/data/heldout_prompts.json
   std::string out;                // calibration file; empty = beside the draft
   int n = 64;                     // target tokens generated per prompt

@@ -212,6 +212,10 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (cal->parsed()) {
+    if (cal->count("--out") > 0 && cal_o.out.empty()) {
+      std::fprintf(stderr, "error: --out needs a file name (leave it out for the file beside the drafter)\n");
+      return 2;
+    }
     try {
       return cli::cmd_calibrate(cal_o);
     } catch (const std::exception& e) {

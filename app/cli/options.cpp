@@ -158,6 +158,18 @@ std::string refused_combination(const CLI::App& sub, const CommonOptions& o) {
     return "--draft " + o.draft + " chooses the " + (o.draft == "none" ? "plain decoding" : "n-gram drafter") +
            " but --drafter " + o.drafter + " another drafter: give one of them";
   }
+  if (!o.draft.empty() && o.draft != "none" && o.draft != "ngram" && given("--drafter") && o.drafter != "model") {
+    return "--draft " + o.draft + " names a draft model, which only --drafter model uses, but --drafter " + o.drafter +
+           " was given: leave one of them out";
+  }
+  if (o.endpoint.empty() && o.baseline_endpoint.empty()) {
+    for (const char* f : {"--api-key", "--remote-model"}) {
+      if (given(f)) return std::string(f) + " needs --endpoint (it is sent to a remote server)";
+    }
+  }
+  if (given("--system") && given("--prompt")) {
+    return "--system applies to --chat (a raw --prompt is continued as it is, without a chat template)";
+  }
   return {};
 }
 

@@ -82,8 +82,10 @@ void add_engine_options(CLI::App& cmd, CommonOptions& o);
 
 // Why the options given to `sub` (generate, compare or chat) cannot run as asked, or "" when
 // they can: a drafter option with --pipo (PIPO drafts with its release's own MTP head and pair
-// compressor), or --draft none / ngram with a --drafter naming another drafter. Call before
-// --draft's name is copied into o.drafter. Never throws.
+// compressor), --draft none / ngram with a --drafter naming another drafter, a draft model
+// (--draft FILE or bundled) with a --drafter other than model, --api-key / --remote-model without
+// an endpoint, --system with a raw --prompt. Call before --draft's name is copied into
+// o.drafter. Never throws.
 std::string refused_combination(const CLI::App& sub, const CommonOptions& o);
 
 // Copies --backend / --draft-backend, --kv-type and --chat-template into the load options.

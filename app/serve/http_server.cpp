@@ -128,7 +128,9 @@ bool ApiServer::authorized(const httplib::Request& req, httplib::Response& res) 
                       std::equal(prefix.begin(), prefix.end(), auth.begin(), [](char p, char a) {
                         return p == static_cast<char>(std::tolower(static_cast<unsigned char>(a)));
                       });
-  if (bearer && keys_equal(auth.substr(prefix.size()), cfg_.api_key)) {
+  // One or more spaces separate the scheme from the credentials (RFC 7235 §2.1: 1*SP).
+  const size_t key_at = bearer ? auth.find_first_not_of(' ', prefix.size()) : std::string::npos;
+  if (key_at != std::string::npos && keys_equal(auth.substr(key_at), cfg_.api_key)) {
     return true;
   }
   metrics_.count_request("invalid");

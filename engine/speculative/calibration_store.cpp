@@ -41,8 +41,13 @@ namespace {
 // the share of positions whose target token was the draft's rank r: RankCounts), up to the
 // rounding of a written file.
 std::vector<double> acceptance_of(const json& cal) {
+  // `calibrate --ranks` counts at most 64 ranks; a longer vector was not written by it, and the
+  // Sequoia tables grow with its length (a million ranks ran out of memory).
+  constexpr size_t kMaxRanks = 64;
   try {
-    std::vector<double> a = cal.at("acceptance").at("accept_by_rank").get<std::vector<double>>();
+    const json& list = cal.at("acceptance").at("accept_by_rank");
+    if (!list.is_array() || list.size() > kMaxRanks) return {};
+    std::vector<double> a = list.get<std::vector<double>>();
     double sum = 0;
     for (double x : a) {
       if (!std::isfinite(x) || x < 0 || x > 1) return {};

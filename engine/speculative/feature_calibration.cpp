@@ -88,19 +88,25 @@ bool feature_config_from_json(const json& j, DrafterChoice drafter, FeatureConfi
     r.settings = base(drafter);
     if (!parse_tree_mode(j.at("tree").get<std::string>(), &r.settings.tree)) return false;
     if (r.settings.tree == TreeMode::optimal) return false;  // no shape stored: not a candidate
-    r.settings.draft_k = j.at("draft_k").get<int>();
-    r.settings.node_budget = j.at("node_budget").get<int>();
-    r.settings.depth = j.at("depth").get<int>();
-    r.settings.branch = j.at("branch").get<int>();
-    r.tau = j.at("tau").get<double>();
-    r.tokens_per_s = j.at("tokens_per_s").get<double>();
-    const SpecSettings& s = r.settings;
-    // The options' ranges: an entry past them was not measured by `calibrate` (hand-edited).
-    if (s.draft_k < 1 || s.draft_k > kMaxNodeBudget || s.node_budget < 1 || s.node_budget > kMaxNodeBudget ||
-        s.depth < 1 || s.depth > kMaxDepth || s.branch < 1 || s.branch > kMaxBranch || !std::isfinite(r.tau) ||
-        !std::isfinite(r.tokens_per_s) || r.tokens_per_s < 0) {
+    // Whole numbers within the options' ranges (get<int>() would wrap 2^32 + 3 to 3 and cut 3.7
+    // to 3): an entry past them was not measured by `calibrate` (hand-edited).
+    const auto whole = [&](const char* key, int hi, int* out) {
+      const json& v = j.at(key);
+      if (!v.is_number_integer()) return false;
+      const int64_t x = v.get<int64_t>();
+      if (x < 1 || x > hi) return false;
+      *out = static_cast<int>(x);
+      return true;
+    };
+    if (!whole("draft_k", kMaxNodeBudget, &r.settings.draft_k) ||
+        !whole("node_budget", kMaxNodeBudget, &r.settings.node_budget) || !whole("depth", kMaxDepth, &r.settings.depth) ||
+        !whole("branch", kMaxBranch, &r.settings.branch)) {
       return false;
     }
+    r.tau = j.at("tau").get<double>();
+    r.tokens_per_s = j.at("tokens_per_s").get<double>();
+    // τ counts the bonus token: at least 1 per step (0 in a file written before it was measured).
+    if (!std::isfinite(r.tau) || r.tau < 0 || !std::isfinite(r.tokens_per_s) || r.tokens_per_s < 0) return false;
     *out = r;
     return true;
   } catch (const json::exception&) {
@@ -146,6 +152,12 @@ FeatureCalibration load_unguarded(const std::string& target_path, const std::str
         found = true;
       }
     }
+  }
+  const auto th = m.find("threads");
+  if (th != m.end() && !th->is_number_integer()) {  // which setup it describes is unknown
+    c.problem = "calibration " + c.path + " does not record the thread count it was measured with (re-run " +
+                "`specchat-cli calibrate --drafter " + name + "`)";
+    return c;
   }
   c.measured = setup_of_entry(m);
   if (!found) {

@@ -104,3 +104,24 @@ TEST_CASE("cli: --draft none or ngram with another --drafter is refused not igno
   INFO(ok.describe());
   CHECK(ok.exit_code == 0);
 }
+
+TEST_CASE("cli: a draft model with another --drafter and remote options without --endpoint are refused", "[model][cli][features]") {
+  // Regression (a break-it pass): each was accepted and ignored.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--draft", test::draft_model(), "--drafter", "ngram"}, "only --drafter model uses"},
+      {{"--draft", "bundled", "--drafter", "block"}, "only --drafter model uses"},
+      {{"--api-key", "k"}, "--api-key needs --endpoint"},
+      {{"--remote-model", "m"}, "--remote-model needs --endpoint"},
+      {{"--system", "Be brief."}, "--system applies to --chat"}};
+  for (const auto& [extra, message] : cases) {
+    std::vector<std::string> args = {"generate", "--prompt", "Hi", "-n", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const test::CliResult r = test::run_cli(args);
+    INFO(r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
+  const test::CliResult ok = test::run_cli({"generate", "--draft", "bundled", "--drafter", "model", "--prompt", "Hi", "-n", "2"});
+  INFO(ok.describe());
+  CHECK(ok.exit_code == 0);
+}

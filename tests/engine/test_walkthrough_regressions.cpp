@@ -142,6 +142,43 @@ TEST_CASE("walkthrough: calibrate says when no prompt fits and when its sample i
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("walkthrough: calibrate --out refuses an empty name and anything but a regular file", "[model][cli]") {
+  // Regression: --out '' wrote the default file (the repository's bundled calibration), --out
+  // /dev/full replaced the device with a file (as root), a symbolic link was replaced by a file.
+  const std::string dir = "/tmp/specchat-calout-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/real.json") << "{}";
+  std::filesystem::create_symlink(dir + "/real.json", dir + "/link.json");
+  const auto empty = test::run_cli({"calibrate", "--out", "", "-n", "8"});
+  INFO(empty.describe());
+  CHECK(empty.exit_code == 2);
+  CHECK(empty.err.find("--out needs a file name") != std::string::npos);
+  for (const auto& [out, why] : {std::pair<std::string, std::string>{"/dev/null", "not a regular file"},
+                                 {dir + "/link.json", "symbolic link"}}) {
+    const auto r = test::run_cli({"calibrate", "--out", out, "-n", "8"});
+    INFO(r.describe());
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find(why) != std::string::npos);
+  }
+  CHECK(std::filesystem::is_symlink(dir + "/link.json"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("walkthrough: calibrate --model X calibrates the draft generate --model X picks", "[model][cli]") {
+  // Regression: without --draft, calibrate used the bundled draft and wrote the repository's
+  // calibration, while generate --model X picks the draft beside X and never read it.
+  const std::string dir = "/tmp/specchat-calpick-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(test::target_model(), dir + "/target.gguf");
+  std::filesystem::copy_file(test::draft_model(), dir + "/draft.gguf");
+  const auto r = test::run_cli({"calibrate", "--model", dir + "/target.gguf", "--max-prompts", "1", "-n", "8"});
+  INFO(r.describe());
+  CHECK(r.exit_code == 0);
+  CHECK(std::filesystem::exists(dir + "/draft.calibration.json"));
+  CHECK(r.err.find("draft: " + dir + "/draft.gguf") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("walkthrough: calibrate explains that it needs a draft model", "[model][cli]") {
   const auto r = test::run_cli({"calibrate", "--draft", "ngram", "--out", "/tmp/specchat-never-written.json"});
   INFO(r.describe());

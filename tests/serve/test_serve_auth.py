@@ -44,7 +44,7 @@ def main():
             reply = reply_text(r.json(), True)
             assert c.get("/v1/models", headers=ok).status_code == 200
             # The scheme is case-insensitive (RFC 7235 section 2.1; a regression refused "bearer").
-            for scheme in ("bearer ", "BEARER "):
+            for scheme in ("bearer ", "BEARER ", "Bearer   "):  # and 1*SP before the key
                 assert c.get("/v1/models", headers={"Authorization": scheme + KEY}).status_code == 200, scheme
             log = srv.log()
             assert "auth=on" in log

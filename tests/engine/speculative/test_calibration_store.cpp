@@ -196,3 +196,21 @@ TEST_CASE("calibration store: an acceptance vector that sums past 1 is refused",
   c = load_calibration(p.target(), p.draft(), {1, "f16", "f32"});
   CHECK(c.has_acceptance());
 }
+
+TEST_CASE("calibration store: an acceptance vector longer than calibrate counts is refused", "[unit][calibration]") {
+  // Regression: a million ranks of 1e-6 (summing to 1) passed the checks, and the Sequoia
+  // tables --tree auto builds from them ran out of memory (std::bad_alloc, no file named).
+  ScratchPair p;
+  json doc{{"version", kCalibrationVersion},
+           {"target", calibration_file_info(p.target())},
+           {"draft", calibration_file_info(p.draft())},
+           {"acceptance", {{"accept_by_rank", std::vector<double>(65, 1.0 / 65)}}}};
+  write_calibration_file(calibration_path(p.draft()), doc);
+  Calibration c = load_calibration(p.target(), p.draft(), {1, "f16", "f32"});
+  CHECK_FALSE(c.has_acceptance());
+  CHECK(c.problem.find(calibration_path(p.draft())) != std::string::npos);
+  doc["acceptance"]["accept_by_rank"] = std::vector<double>(64, 1.0 / 64);  // calibrate --ranks 64
+  write_calibration_file(calibration_path(p.draft()), doc);
+  c = load_calibration(p.target(), p.draft(), {1, "f16", "f32"});
+  CHECK(c.accept_by_rank.size() == 64);
+}

@@ -360,3 +360,38 @@ TEST_CASE("load_feature_calibration: values of the wrong JSON type are ignored a
   CHECK(c.status == FeatureCalibration::Status::ok);
   CHECK(c.configs.size() == 1);
 }
+
+TEST_CASE("feature calibration: numbers that wrap or are not whole are refused", "[unit][calibration]") {
+  // Regression: get<int>() wrapped 2^32 + 3 to 3 and cut 3.7 to 3, and a negative tau was
+  // taken: all three configurations ran as if measured.
+  const FeatureConfigResult ok = config(TreeMode::dynamic, 16, 7, 3.0, 1500);
+  FeatureConfigResult r;
+  for (const char* key : {"branch", "node_budget", "depth", "draft_k"}) {
+    for (const json& bad : {json(4294967299LL), json(3.7), json(18446744073709551615ULL), json("3")}) {
+      json j = feature_config_json(ok);
+      j[key] = bad;
+      INFO(key << " = " << bad.dump());
+      CHECK_FALSE(feature_config_from_json(j, DrafterChoice::block, &r));
+    }
+  }
+  json j = feature_config_json(ok);
+  j["tau"] = -2.0;
+  CHECK_FALSE(feature_config_from_json(j, DrafterChoice::block, &r));
+}
+
+TEST_CASE("load_feature_calibration: a measurement without a whole thread count is not used", "[model][calibration]") {
+  // Regression: "threads": "x" gave the note "measured with 2 threads, ... not this run's 2
+  // threads, ..." (the same setup twice) and used the measurement.
+  ScratchModels m;
+  json doc{{"kind", "block"},
+           {"target", calibration_file_info(m.target())},
+           {"drafter", calibration_file_info(m.drafter())},
+           {"threads", "x"},
+           {"baseline_tokens_per_s", 800.0},
+           {"configs", {feature_config_json(config(TreeMode::chain, 3, 3, 2.5, 1000))}}};
+  write_calibration_file(calibration_path(m.drafter()), doc);
+  const FeatureCalibration c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, kSetup);
+  CHECK_FALSE(c.usable());
+  CHECK(c.setup_note.empty());
+  CHECK(contains(c.problem, "thread count"));
+}
