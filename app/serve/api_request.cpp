@@ -173,6 +173,7 @@ ApiRequest parse(const json& j, Endpoint endpoint, const ServeConfig& c, int max
   }
   if (given("n") && integer(j["n"], "n", 1, 1) != 1) refuse("n", "only n = 1 is supported");
   if (given("drafter")) {
+    r.drafter_named = true;
     if (!parse_drafter_choice(text(j["drafter"], "drafter"), &r.spec.drafter)) {
       refuse("drafter", "'drafter' must be model, ngram, block, mtp or none");
     }

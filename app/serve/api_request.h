@@ -57,6 +57,7 @@ struct ApiRequest {
   std::vector<std::string> stop;      // at most 4, none empty
   bool stream = false;
   SpecSettings spec;                  // the server's defaults with the request's overrides
+  bool drafter_named = false;         // the request gave "drafter" (a named drafter must be installed)
   DecodeMode mode = DecodeMode::lossless;
   float acceptance_threshold = -1.0f; // PIPO: [0, 1] as given; < 0 = not given (the server's default)
 };

@@ -74,6 +74,20 @@ void ApiServer::handle_generate(const httplib::Request& req, httplib::Response& 
                            "invalid_request_error", "decode_mode", "pipo_unavailable"});
   }
 
+  // A drafter the request names must be here: the CLI refuses a missing file too (a 200 with
+  // plain decoding said so only in the server's log).
+  if (a.drafter_named && a.mode == DecodeMode::lossless &&
+      ((a.spec.drafter == DrafterChoice::block && !scheduler_.has_block_drafter()) ||
+       (a.spec.drafter == DrafterChoice::mtp && !scheduler_.has_mtp_head()))) {
+    const bool block = a.spec.drafter == DrafterChoice::block;
+    return refuse(ApiError{400,
+                           std::string("this server has no ") + (block ? "block drafter" : "MTP head") +
+                               " (a " + (block ? "specchat-dflash" : "specchat-mtp") +
+                               "-style GGUF bound to the served target, beside it), so \"drafter\": \"" +
+                               (block ? "block" : "mtp") + "\" is unavailable",
+                           "invalid_request_error", "drafter", "drafter_unavailable"});
+  }
+
   auto job = std::make_shared<Job>();
   job->id = id;
   job->arrived = arrived;

@@ -47,6 +47,8 @@ std::unique_ptr<Engine> Scheduler::make_engine() {
     features_ = FeatureDrafters{};
     e = std::make_unique<Engine>(*pair_.target, pair_.draft.get(), share_);
   }
+  has_block_ = features_.block_size > 0;
+  has_mtp_ = features_.mtp;
   return e;
 }
 

@@ -85,6 +85,11 @@ class Scheduler {
   // Queues a job. false when the queue already holds `queue` jobs (the caller answers 503).
   bool submit(const std::shared_ptr<Job>& job);
 
+  // Whether the block drafter / MTP head is installed (found beside the target and bound to
+  // it); safe from any thread.
+  bool has_block_drafter() const { return has_block_.load(); }
+  bool has_mtp_head() const { return has_mtp_.load(); }
+
   int active() const { return active_count_.load(); }
   int queued() const;
   int parallel() const { return parallel_; }
@@ -104,6 +109,7 @@ class Scheduler {
   // The block drafter / MTP head found beside the target (optional; none = requests for them
   // are planned as plain decoding with a warning).
   FeatureDrafters features_;
+  std::atomic<bool> has_block_{false}, has_mtp_{false};  // features_, for other threads
   std::unique_ptr<class Engine> engine_;  // after features_: make_engine() sets it
   // A fresh engine over the pair with the feature drafters installed.
   std::unique_ptr<class Engine> make_engine();

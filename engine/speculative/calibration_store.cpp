@@ -74,9 +74,16 @@ const std::vector<int>& calibration_draft_widths() {
 
 std::vector<int32_t> calibration_timing_context(const std::vector<int32_t>& ctx, int n_ctx) {
   const int room = std::max(1, n_ctx - (calibration_verify_nodes().back() + 1));
-  const size_t len =
-      static_cast<size_t>(std::min<int>({static_cast<int>(ctx.size()), kCalibrationTimingContext, room}));
-  return std::vector<int32_t>(ctx.end() - static_cast<std::ptrdiff_t>(len), ctx.end());
+  const size_t len = static_cast<size_t>(std::min(kCalibrationTimingContext, room));
+  if (ctx.empty()) return {};
+  if (ctx.size() >= len) return std::vector<int32_t>(ctx.end() - static_cast<std::ptrdiff_t>(len), ctx.end());
+  // A short context (a one-word prompt) is repeated up to the length the timings are kept for:
+  // the table is cached and serves later, longer contexts (a forward's cost does not depend on
+  // which ids it reads).
+  std::vector<int32_t> out;
+  out.reserve(len);
+  while (out.size() < len) out.push_back(ctx[out.size() % ctx.size()]);
+  return out;
 }
 
 namespace {

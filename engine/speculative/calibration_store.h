@@ -24,9 +24,9 @@ const std::vector<int>& calibration_draft_widths();  // {1, 2, 4, 8, 16}
 inline constexpr int kCalibrationMaxAutoNodes = 64;
 inline constexpr int kCalibrationTimingContext = 64;  // tokens of real context timings run on
 
-// The context timings run on: the last kCalibrationTimingContext tokens of `ctx` (all of it
-// when shorter), fewer when the context (n_ctx) must keep room for the largest verification.
-// Returns [n] ids, n ≥ 1 when ctx is not empty.
+// The context timings run on: the last kCalibrationTimingContext tokens of `ctx` (a shorter
+// ctx repeated up to that length), fewer when the context (n_ctx) must keep room for the
+// largest verification. Returns [n] ids, n ≥ 1 when ctx is not empty; empty for an empty ctx.
 std::vector<int32_t> calibration_timing_context(const std::vector<int32_t>& ctx, int n_ctx);
 
 // What a timing table was measured with, beside the backend: the thread count, the KV cache's

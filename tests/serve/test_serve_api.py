@@ -4,9 +4,11 @@ text == non-streamed text, greedy output == `specchat-cli generate`, timings, me
 with the requests' timings and that promtool accepts, a client that disconnects mid-stream, and a
 clean SIGTERM stop. Usage: test_serve_api.py PATH/TO/specchat-cli"""
 import json
+import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 
 from serve_harness import Checks, Server, cli_path, generate_cli, httpx, metric, reply_text, stream_events, streamed_text
@@ -236,6 +238,34 @@ def main():
         checks.run("a JSON body labelled as a form and over 8 KiB is read, not refused with 413", form_typed_json_body_over_8k)
         # After the metrics check: its requests are not in timings_seen.
         checks.run("a body sent after the headers is read at once (no delayed-ACK wait)", body_after_headers_is_not_delayed)
+        def named_drafters():
+            # The bundled target has its block drafter and MTP head beside it: both are served.
+            for drafter in ("block", "mtp"):
+                r = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": CHAT}],
+                                                         "max_tokens": 4, "drafter": drafter})
+                assert r.status_code == 200, (drafter, r.text)
+
+        def missing_drafter_is_refused():
+            # Regression: a target with no block drafter or MTP head beside it answered a request
+            # naming one with 200 and plain decoding (only the log said so); the CLI refuses it.
+            models = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources", "models")
+            with tempfile.TemporaryDirectory() as d:
+                shutil.copy(os.path.join(models, "specchat-target.gguf"), d)
+                with Server(CLI, "--model", os.path.join(d, "specchat-target.gguf"), "--parallel", "1") as lone, \
+                        httpx.Client(base_url=lone.url, timeout=60) as lc:
+                    for drafter in ("block", "mtp"):
+                        r = lc.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": CHAT}],
+                                                                  "max_tokens": 4, "drafter": drafter})
+                        assert r.status_code == 400, (drafter, r.status_code, r.text)
+                        err = r.json()["error"]
+                        assert err["code"] == "drafter_unavailable" and err["param"] == "drafter", err
+                    r = lc.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": CHAT}],
+                                                              "max_tokens": 4, "drafter": "ngram"})
+                    assert r.status_code == 200, r.text
+
+        checks.run("requests naming the block drafter or the MTP head are served where they are installed",
+                   named_drafters)
+        checks.run("a request naming a drafter the server does not have is a 400", missing_drafter_is_refused)
         rc = srv.stop()
         checks.run("SIGTERM stops the server cleanly", lambda: (_ for _ in ()).throw(AssertionError(f"exit {rc}"))
                    if rc != 0 else None)

@@ -214,3 +214,19 @@ TEST_CASE("calibration store: an acceptance vector longer than calibrate counts 
   c = load_calibration(p.target(), p.draft(), {1, "f16", "f32"});
   CHECK(c.accept_by_rank.size() == 64);
 }
+
+TEST_CASE("calibration store: timings run on a full-length context even after a short prompt", "[unit][calibration]") {
+  // Regression: the first --tree auto run after a one-word prompt timed the models on 2 tokens
+  // of context and cached that table, which every later (longer) run then planned from.
+  const std::vector<int32_t> shortp = {1, 7, 9};
+  const std::vector<int32_t> t = calibration_timing_context(shortp, 1024);
+  REQUIRE(static_cast<int>(t.size()) == kCalibrationTimingContext);
+  for (size_t i = 0; i < t.size(); ++i) CHECK(t[i] == shortp[i % shortp.size()]);
+  std::vector<int32_t> longp(300);
+  for (size_t i = 0; i < longp.size(); ++i) longp[i] = static_cast<int32_t>(i);
+  const std::vector<int32_t> tail = calibration_timing_context(longp, 1024);
+  REQUIRE(static_cast<int>(tail.size()) == kCalibrationTimingContext);
+  CHECK(tail.back() == 299);  // the last tokens of a long context
+  CHECK(calibration_timing_context(shortp, 8).size() == 1);  // a tiny context keeps room to verify
+  CHECK(calibration_timing_context({}, 1024).empty());
+}
