@@ -113,6 +113,11 @@ int cmd_generate(const cli::CommonOptions& given) {
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << "\n\n" << cli::stats_line(r.stats, k) << "\n";
+    if (r.finish == FinishReason::context_full) {
+      std::cout.flush();
+      std::fprintf(stderr, "note: the reply stopped at the end of the context (%d tokens; --ctx sets it)\n",
+                   l.pair.target->n_ctx());
+    }
   }
   return 0;
 }
@@ -274,6 +279,14 @@ int main(int argc, char** argv) {
     }
   }
   if (chat->parsed()) {
+    // The conversation comes from stdin, one line a turn: the one-shot prompt options and --json
+    // have nothing to apply to.
+    for (const char* f : {"--prompt", "--chat", "--messages", "--json"}) {
+      if (chat->count(f) > 0) {
+        std::fprintf(stderr, "error: %s does not apply to chat (type the messages, one per line)\n", f);
+        return 2;
+      }
+    }
     if (const std::string why = cli::refused_combination(*chat, chat_o); !why.empty()) {
       std::fprintf(stderr, "error: %s\n", why.c_str());
       return 2;

@@ -125,3 +125,28 @@ TEST_CASE("cli: a draft model with another --drafter and remote options without 
   INFO(ok.describe());
   CHECK(ok.exit_code == 0);
 }
+
+TEST_CASE("cli: chat refuses the one-shot prompt options and --json", "[model][cli]") {
+  // Regression (a break-it pass): chat --prompt, --chat, --messages and --json were ignored.
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--prompt", "Hi"}, {"--chat", "Hi"},
+                                                {"--messages", "/nonexistent.json"}, {"--json"}}) {
+    std::vector<std::string> args = {"chat", "-n", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const test::CliResult r = test::run_cli(args, 180, "/dev/null");
+    INFO(r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(extra[0] + " does not apply to chat") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: text-mode generate says when the reply stopped at the end of the context", "[model][cli]") {
+  // Regression (a break-it pass): only --json said finish_reason context_full.
+  const test::CliResult full = test::run_cli({"generate", "--ctx", "40", "-n", "200", "--prompt", "Once upon a time"});
+  INFO(full.describe());
+  REQUIRE(full.exit_code == 0);
+  CHECK(full.err.find("stopped at the end of the context (40 tokens") != std::string::npos);
+  const test::CliResult room = test::run_cli({"generate", "-n", "4", "--prompt", "Once upon a time"});
+  INFO(room.describe());
+  REQUIRE(room.exit_code == 0);
+  CHECK(room.err.find("end of the context") == std::string::npos);
+}
