@@ -136,16 +136,12 @@ int cmd_calibrate(const CalibrateOptions& o) {
   }
   PairOptions po;
   po.target_path = o.model;
-  // The draft generate would use: --draft's file, the bundled one for the bundled target, and
-  // with --model alone the draft picked beside it (pick_draft), so that `generate --model X
-  // --tree auto` reads what `calibrate --model X` wrote.
-  if (o.draft == "bundled" || (o.draft.empty() && o.model.empty())) {
-    po.draft_path = bundled_draft_path();
-  } else if (o.draft.empty()) {
-    po.auto_draft = true;
-  } else {
-    po.draft_path = o.draft;
-  }
+  // The draft generate would use (apply_draft), so that `generate --model X --tree auto` reads
+  // what `calibrate --model X` wrote.
+  CommonOptions given;
+  given.model = o.model;
+  given.draft = o.draft;
+  apply_draft(given, true, po);
   po.n_threads = o.threads;
   po.kv_type = parse_kv_type(o.kv_type);
   po.activations = parse_activations(o.activations);
