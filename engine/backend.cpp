@@ -26,7 +26,9 @@ namespace {
 }  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend(const GgufFile&, const ModelConfig&, const BackendShape&) { no_cuda(); }
-std::unique_ptr<Backend> make_cuda_backend_random(const ModelConfig&, const BackendShape&, uint64_t) { no_cuda(); }
+std::unique_ptr<Backend> make_cuda_backend_random(const ModelConfig&, const BackendShape&, uint64_t, const RandomMatrixType&) {
+  no_cuda();
+}
 #endif
 
 }  // namespace specchat

@@ -8,10 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
@@ -164,6 +166,11 @@ std::unique_ptr<Backend> make_cuda_backend(const GgufFile& f, const ModelConfig&
 // (keeps activations O(1) through the layers), norm weights 1; untied output. Deterministic in
 // `seed`, and the same model on both backends (backend_weights.h: random_tensor_seed).
 std::unique_ptr<Backend> make_cpu_backend_random(const ModelConfig& c, const BackendShape& s, uint64_t seed);
-std::unique_ptr<Backend> make_cuda_backend_random(const ModelConfig& c, const BackendShape& s, uint64_t seed);
+// `matrix_type` (CUDA only; empty = F16 everywhere) gives each matrix's type from its GGUF name
+// and shape (ne innermost first), e.g. quant_tensor_type of a preset: block-type matrices are
+// filled by cuda::random_fill_blocks (random bytes, fixed scales: for speed measurements only).
+using RandomMatrixType = std::function<DType(const std::string& name, const std::vector<uint64_t>& ne)>;
+std::unique_ptr<Backend> make_cuda_backend_random(const ModelConfig& c, const BackendShape& s, uint64_t seed,
+                                                  const RandomMatrixType& matrix_type = {});
 
 }  // namespace specchat

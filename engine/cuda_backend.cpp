@@ -530,8 +530,14 @@ std::unique_ptr<Backend> make_cuda_backend(const GgufFile& f, const ModelConfig&
   }
 }
 
-std::unique_ptr<Backend> make_cuda_backend_random(const ModelConfig& c, const BackendShape& s, uint64_t seed) {
+std::unique_ptr<Backend> make_cuda_backend_random(const ModelConfig& c, const BackendShape& s, uint64_t seed,
+                                                  const RandomMatrixType& matrix_type) {
   std::vector<DeviceTensor> list = tensor_list(c, false, [](const std::string&) { return DType::f16; });
+  if (matrix_type) {
+    for (DeviceTensor& t : list) {
+      if (!t.norm) t.dtype = matrix_type(t.name, t.ne);
+    }
+  }
   try {
     std::unique_ptr<Device> d = open_device(c, s, std::move(list), false);
     const std::vector<float> ones(static_cast<size_t>(c.d_model), 1.0f);
@@ -539,6 +545,11 @@ std::unique_ptr<Backend> make_cuda_backend_random(const ModelConfig& c, const Ba
       const DeviceTensor& t = d->tensors[i];
       if (t.norm) {
         SPECCHAT_CUDA_CHECK(cudaMemcpy(t.p, ones.data(), t.bytes(), cudaMemcpyHostToDevice));
+        continue;
+      }
+      if (dtype_is_block(t.dtype)) {
+        cuda::random_fill_blocks(t.p, t.dtype, static_cast<int64_t>(t.n_elements()), random_tensor_seed(seed, i),
+                                 random_tensor_amplitude(t.ne[0]), d->stream);
         continue;
       }
       // Same values as make_cpu_backend_random (the CPU twin of random_fill is bit-identical).

@@ -77,7 +77,8 @@ Vocab synthetic_vocab(int n_vocab) {
 
 }  // namespace
 
-std::unique_ptr<LlamaModel> LlamaModel::random(const ModelConfig& cfg, const Options& opt, uint64_t seed) {
+std::unique_ptr<LlamaModel> LlamaModel::random(const ModelConfig& cfg, const Options& opt, uint64_t seed,
+                                               std::optional<QuantPreset> quant) {
   ModelConfig c = cfg;
   if (c.n_head_kv == 0) c.n_head_kv = c.n_head;
   if (c.n_head > 0 && c.head_dim == 0) c.head_dim = c.d_model / c.n_head;
@@ -98,7 +99,20 @@ std::unique_ptr<LlamaModel> LlamaModel::random(const ModelConfig& cfg, const Opt
   m->vocab_ = synthetic_vocab(c.n_vocab);
   const BackendShape shape{n_ctx, std::max(1, opt.n_seq), std::max(1, opt.max_batch), opt.n_threads, opt.device, opt.pool,
                            opt.activations};
-  m->backend_ = opt.backend == BackendKind::cuda ? make_cuda_backend_random(c, shape, seed)
+  if (quant && opt.backend != BackendKind::cuda) {
+    throw ModelError(std::string("random model: quantized weights (") + quant_preset_name(*quant) +
+                     ") only on the CUDA backend; on the CPU quantize a file from scripts/make-random-gguf "
+                     "with specchat-quantize");
+  }
+  RandomMatrixType types;
+  if (quant) {
+    const QuantPreset p = *quant;
+    const int n_layer = c.n_layer;
+    types = [p, n_layer](const std::string& name, const std::vector<uint64_t>& ne) {
+      return quant_tensor_type(p, name, ne, DType::f16, n_layer);
+    };
+  }
+  m->backend_ = opt.backend == BackendKind::cuda ? make_cuda_backend_random(c, shape, seed, types)
                                                  : make_cpu_backend_random(c, shape, seed);
   m->finish_init(opt, n_ctx);
   return m;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "engine/gguf.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
+#include "engine/quantize.h"
 #include "engine/vocab.h"
 
 namespace specchat {
@@ -96,8 +98,13 @@ class LlamaModel {
   // (e.g. 7B: d_model 4096, 32 layers, 32 heads, d_ff 11008, vocab 32000). On CUDA the weights
   // are F16 generated on the device (nothing crosses PCIe); on the CPU f32 from a host RNG.
   // cfg.head_dim 0 = d_model / n_head; cfg.n_head_kv 0 = n_head; n_ctx from opt.n_ctx, else
-  // cfg.n_ctx_train. Throws ModelError for an inconsistent config.
-  static std::unique_ptr<LlamaModel> random(const ModelConfig& cfg, const Options& opt, uint64_t seed);
+  // cfg.n_ctx_train. `quant` (CUDA only): matrices in the types a GGUF quantized with that preset
+  // would have (quant_tensor_type), random bytes with fixed block scales: a model of the right
+  // size and layout for speed measurements, not for output quality. Throws ModelError for an
+  // inconsistent config or `quant` on the CPU backend (there: quantize a file made by
+  // scripts/make-random-gguf with specchat-quantize).
+  static std::unique_ptr<LlamaModel> random(const ModelConfig& cfg, const Options& opt, uint64_t seed,
+                                            std::optional<QuantPreset> quant = std::nullopt);
   ~LlamaModel();
 
   const ModelConfig& config() const { return cfg_; }

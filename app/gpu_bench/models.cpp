@@ -5,6 +5,7 @@
 
 #include "app/gpu_bench/bench.h"
 #include "app/gpu_bench/common.h"
+#include "engine/quantize.h"
 #include "kernels/cuda/check.h"
 
 namespace specchat::bench {
@@ -15,7 +16,9 @@ constexpr int kTreeSizes[] = {1, 8, 16, 32, 64};
 
 // Decodes n_decode tokens one forward at a time after an n_prompt prefill, then verifies
 // trees of kTreeSizes nodes at that context length (trees are not committed).
-void bench_model(Report& rep, const std::string& name, LlamaModel& m, int n_prompt, int n_decode, double bw_gbs) {
+// embd_type: the token table's element type (only one of its rows is read per token).
+void bench_model(Report& rep, const std::string& name, LlamaModel& m, int n_prompt, int n_decode, double bw_gbs,
+                 DType embd_type = DType::f16) {
   const ModelConfig& c = m.config();
   const std::vector<int32_t> ids = prompt_ids(n_prompt + n_decode, c.n_vocab);
   m.kv().truncate(0);
@@ -29,16 +32,17 @@ void bench_model(Report& rep, const std::string& name, LlamaModel& m, int n_prom
   }
   const double decode_ms = ms_since(t0) / n_decode;
   const MemoryInfo mem = m.memory();
-  // Weights read per token: everything but the embedding table, of which one row is read
-  // (F16/BF16 tables: 2 bytes per element). KV reads are not counted (small at these lengths).
-  const double bytes_tok = static_cast<double>(mem.weights_bytes) -
-                           static_cast<double>(c.n_vocab - 1) * c.d_model * 2.0;
+  // Weights read per token: everything but the embedding table, of which one row is read.
+  // KV reads are not counted (small at these lengths).
+  const double row_bytes = static_cast<double>(dtype_row_bytes(embd_type, static_cast<uint64_t>(c.d_model)));
+  const double bytes_tok = static_cast<double>(mem.weights_bytes) - static_cast<double>(c.n_vocab - 1) * row_bytes;
   const double tps = 1000.0 / decode_ms;
   const double gbs = bytes_tok * tps / 1e9;
   std::printf("  %-22s decode %8.3f ms/token %9.1f tok/s %8.1f GB/s (%5.1f%% of %.0f GB/s), ctx %d\n",
               name.c_str(), decode_ms, tps, gbs, bw_gbs > 0 ? 100.0 * gbs / bw_gbs : 0.0, bw_gbs, m.kv().size());
   Row row;
   row.str("model", name)
+      .str("embd_type", dtype_name(embd_type))
       .num("weights_bytes", static_cast<double>(mem.weights_bytes))
       .num("kv_bytes", static_cast<double>(mem.kv_bytes))
       .num("activation_bytes", static_cast<double>(mem.activation_bytes))
@@ -103,6 +107,19 @@ bool bench_models(Report& rep, const std::string& models_dir, bool with_7b) {
     std::printf("  random 7B (F16, made on the device) ready in %.0f ms: %.2f GB weights\n", ms_since(t0),
                 static_cast<double>(m->memory().weights_bytes) / 1e9);
     bench_model(rep, "random 7B f16", *m, 128, 64, info.bandwidth_gbs);
+    m.reset();
+    // The same shape in the block types of llama.cpp's Q4_K_M and Q8_0 files (random bytes,
+    // fixed scales: issue 11's HBM-roofline row for the dequantize-and-dot kernels).
+    for (QuantPreset p : {QuantPreset::q4_k_m, QuantPreset::q8_0}) {
+      const auto t1 = Clock::now();
+      auto mq = LlamaModel::random(c, o7, 42, p);
+      std::printf("  random 7B (%s, made on the device) ready in %.0f ms: %.2f GB weights\n", quant_preset_name(p),
+                  ms_since(t1), static_cast<double>(mq->memory().weights_bytes) / 1e9);
+      const DType embd = quant_tensor_type(p, "token_embd.weight", {static_cast<uint64_t>(c.d_model),
+                                                                   static_cast<uint64_t>(c.n_vocab)},
+                                           DType::f16, c.n_layer);
+      bench_model(rep, std::string("random 7B ") + quant_preset_name(p), *mq, 128, 64, info.bandwidth_gbs, embd);
+    }
   }
   return true;
 }

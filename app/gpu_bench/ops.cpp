@@ -228,11 +228,14 @@ bool bench_ops(Report& rep) {
       add_row(rep, "matmul", dims({c.n, c.n_in, c.n_out}), dtype_name(c.dt), e, 1e-4, us);
     }
   }
-  {  // tree attention: a binary tree of 17 nodes after a 1000-token prefix, GQA 32/8
-    const int n = 17, nh = 32, nkv = 8, hd = 128, p0 = 1000, n_ctx = p0 + n;
+  // Attention: a binary tree of 17 nodes after a 1000-token prefix (GQA 32/8), and one decode
+  // row of the 7B shape (32/32 heads) at 192 and 1024 keys (the decode share of section (b)).
+  struct AttCase { int n, nh, nkv, p0; };
+  for (const AttCase ac : {AttCase{17, 32, 8, 1000}, AttCase{1, 32, 32, 191}, AttCase{1, 32, 32, 1023}}) {
+    const int n = ac.n, nh = ac.nh, nkv = ac.nkv, hd = 128, p0 = ac.p0, n_ctx = p0 + n;
     const int n_masked = n;  // n_prefix = kv_pos0
-    auto q = randv(size_t{n} * nh * hd, 9), k = randv(size_t(n_ctx) * nkv * hd, 10), v = randv(size_t(n_ctx) * nkv * hd, 11);
-    std::vector<uint8_t> vis(size_t{n} * n_masked, 0);
+    auto q = randv(size_t(n) * nh * hd, 9), k = randv(size_t(n_ctx) * nkv * hd, 10), v = randv(size_t(n_ctx) * nkv * hd, 11);
+    std::vector<uint8_t> vis(size_t(n) * n_masked, 0);
     for (int i = 0; i < n; ++i) {
       for (int j = i; j >= 0; j = j == 0 ? -1 : (j - 1) / 2) vis[size_t(i) * n_masked + j] = 1;
     }
@@ -250,7 +253,8 @@ bool bench_ops(Report& rep) {
     SPECCHAT_CUDA_CHECK(cudaStreamSynchronize(st));
     const double e = norm_err(download<float>(dy, q.size()), want);
     track(e, 1e-5);
-    add_row(rep, "attention", dims({n, nh, hd}) + " kv " + std::to_string(n_ctx), "f32", e, 1e-5, us);
+    add_row(rep, "attention", dims({n, nh, hd}) + " kv " + std::to_string(n_ctx) + " gqa " + std::to_string(nh) + "/" +
+                                  std::to_string(nkv), "f32", e, 1e-5, us);
   }
   {  // sampling helpers on 3 rows of a 32000 vocabulary
     const int rows = 3, nv = 32000, k = 40;

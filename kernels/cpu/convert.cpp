@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "kernels/random_blocks.h"
 #include "kernels/random_hash.h"
 
 namespace specchat::cpu {
@@ -109,6 +110,18 @@ void random_fill(void* dst, DType dtype, int64_t n, uint64_t seed, float a) {
       default: throw std::invalid_argument(std::string("random_fill: ") + dtype_name(dtype) + " is not an element type");
     }
   }
+}
+
+void random_fill_blocks(void* dst, DType t, int64_t n, uint64_t seed, float a) {
+  if (!dtype_is_block(t) || n < 0 || n % dtype_block_size(t) != 0) {
+    throw std::invalid_argument(std::string("random_fill_blocks: ") + std::to_string(n) + " values of " + dtype_name(t) +
+                                " (block types, whole blocks only)");
+  }
+  uint16_t d = 0, dmin = 0;
+  detail::random_block_scales(t, a, &d, &dmin);
+  auto* out = static_cast<uint8_t*>(dst);
+  const uint64_t bytes = dtype_row_bytes(t, static_cast<uint64_t>(n));
+  for (uint64_t i = 0; i < bytes; ++i) out[i] = detail::random_block_byte(t, seed, i, d, dmin);
 }
 
 }  // namespace specchat::cpu

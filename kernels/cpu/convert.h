@@ -28,5 +28,10 @@ void convert_to_f32(const void* src, DType dtype, float* dst, int64_t n);
 float random_value(uint64_t seed, int64_t i, float a);
 // dst[i] = random_value(seed, i, a) rounded to dtype, i < n.
 void random_fill(void* dst, DType dtype, int64_t n, uint64_t seed, float a);
+// n values (whole blocks) of block type t (q8_0, q4_0, q4_K, q5_K, q6_K) at dst: random bytes
+// except each block's f16 scales, set so the values lie within a few times a
+// (kernels/random_blocks.h; for benchmark models without a file, not for quality). Writes
+// dtype_row_bytes(t, n) bytes. std::invalid_argument for an element type or partial blocks.
+void random_fill_blocks(void* dst, DType t, int64_t n, uint64_t seed, float a);
 
 }  // namespace specchat::cpu

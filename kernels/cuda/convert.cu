@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include "kernels/random_blocks.h"
 #include "kernels/random_hash.h"
 
 namespace specchat::cuda {
@@ -37,7 +38,26 @@ __global__ void random_fill_kernel(T* dst, int64_t n, uint64_t seed, float a) {
   SPECCHAT_GRID_STRIDE(i, n) store(dst, i, ::specchat::detail::random_value_f32(seed, static_cast<uint64_t>(i), a));
 }
 
+__global__ void random_blocks_kernel(uint8_t* dst, DType t, int64_t n_bytes, uint64_t seed, uint16_t d,
+                                     uint16_t dmin) {
+  SPECCHAT_GRID_STRIDE(i, n_bytes) dst[i] = ::specchat::detail::random_block_byte(t, seed, static_cast<uint64_t>(i), d, dmin);
+}
+
 }  // namespace
+
+void random_fill_blocks(void* dst, DType t, int64_t n, uint64_t seed, float a, cudaStream_t stream) {
+  if (!dtype_is_block(t) || n < 0 || n % dtype_block_size(t) != 0) {
+    throw std::invalid_argument(std::string("cuda::random_fill_blocks: ") + std::to_string(n) + " values of " +
+                                dtype_name(t) + " (block types, whole blocks only)");
+  }
+  if (n == 0) return;
+  uint16_t d = 0, dmin = 0;
+  ::specchat::detail::random_block_scales(t, a, &d, &dmin);
+  const auto n_bytes = static_cast<int64_t>(dtype_row_bytes(t, static_cast<uint64_t>(n)));
+  random_blocks_kernel<<<detail::grid_for(n_bytes), detail::kBlock, 0, stream>>>(static_cast<uint8_t*>(dst), t, n_bytes,
+                                                                                  seed, d, dmin);
+  SPECCHAT_CUDA_CHECK_LAUNCH();
+}
 
 void convert_from_f32(const float* src, void* dst, DType dtype, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;

@@ -21,4 +21,9 @@ void convert_to_f32(const void* src, DType dtype, float* dst, int64_t n, cudaStr
 // gives the same value on the CPU twin, bit for bit.
 void random_fill(void* dst, DType dtype, int64_t n, uint64_t seed, float a, cudaStream_t stream);
 
+// n values (whole blocks) of block type t at dst (device): random bytes except each block's f16
+// scales (kernels/random_blocks.h), bit for bit cpu::random_fill_blocks. std::invalid_argument
+// for an element type or partial blocks; CudaError on a launch error.
+void random_fill_blocks(void* dst, DType t, int64_t n, uint64_t seed, float a, cudaStream_t stream);
+
 }  // namespace specchat::cuda

@@ -2,55 +2,18 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/quant.h"
+#include "kernels/cuda/quant_blocks.cuh"
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
 namespace specchat::cuda {
 namespace {
 
-__device__ inline float f16_at(const uint8_t* p) {
-  const unsigned short bits = static_cast<unsigned short>(p[0] | (p[1] << 8));
-  return __half2float(__ushort_as_half(bits));
-}
-
-// The 6-bit scale and min of sub-block s of a q4_K/q5_K block (cpu::scale_min_k4).
-__device__ inline void scale_min(int s, const uint8_t* sc, int* scale, int* min) {
-  if (s < 4) {
-    *scale = sc[s] & 63;
-    *min = sc[s + 4] & 63;
-  } else {
-    *scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
-    *min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-  }
-}
-
-// Value i of the block at b (layouts: kernels/cpu/quant.h), as cpu::dequantize_row_ref computes it.
-template <DType T>
-__device__ inline float value_at(const uint8_t* b, int i) {
-  if constexpr (T == DType::q8_0) {
-    return f16_at(b) * static_cast<float>(static_cast<int8_t>(b[2 + i]));
-  } else if constexpr (T == DType::q4_0) {
-    const int q = i < 16 ? (b[2 + i] & 0xF) : (b[2 + i - 16] >> 4);
-    return f16_at(b) * static_cast<float>(q - 8);
-  } else if constexpr (T == DType::q4_k || T == DType::q5_k) {
-    const int s = i / 32, l = i % 32;
-    const uint8_t* qs = b + (T == DType::q4_k ? 16 : 48);
-    int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0xF;
-    if constexpr (T == DType::q5_k) q |= ((b[16 + l] >> s) & 1) << 4;
-    int sc, m;
-    scale_min(s, b + 4, &sc, &m);
-    const float d1 = f16_at(b) * static_cast<float>(sc), m1 = f16_at(b + 2) * static_cast<float>(m);
-    return fmaf(d1, static_cast<float>(q), -m1);
-  } else {  // q6_K: ql[128], qh[64], scales[16], d
-    const int h = i / 128, r = i % 128, k = r / 32, l = r % 32;
-    const uint8_t lo = b[64 * h + 32 * (k % 2) + l];
-    const int nib = k < 2 ? (lo & 0xF) : (lo >> 4);
-    const int q = nib | (((b[128 + 32 * h + l] >> (2 * k)) & 3) << 4);
-    const float ds = f16_at(b + 208) * static_cast<float>(static_cast<int8_t>(b[192 + i / 16]));
-    return ds * static_cast<float>(q - 32);
-  }
-}
+using blocks::chunk_values;
+using blocks::f16_at;
+using blocks::value_at;
 
 template <DType T>
 __global__ void dequantize_kernel(const uint8_t* src, float* dst, int64_t n) {
@@ -75,10 +38,14 @@ __global__ void embedding_quant_kernel(const uint8_t* table, const int32_t* ids,
 
 constexpr int kTok = 8;  // rows of x per pass
 
-// One warp per weight row j; lane l takes values l, l + 32, ... of the row (coalesced reads
-// within each block), rows t0 .. t0 + nt − 1 of x.
-template <DType T>
-__global__ void quant_matmul_kernel(const float* x, const uint8_t* w, float* y, int n_in, int n_out, int t0,
+// One warp per weight row j; lane l takes the row's 32-value chunks l, l + 32, ... (adjacent
+// lanes read adjacent bytes), dequantizes each chunk in registers and dots it with rows
+// t0 .. t0 + nt − 1 of x. kVec: the weights start 16-byte aligned and x 16-byte aligned (wide
+// loads); otherwise byte and scalar loads. The sum order per row is fixed (chunk by chunk, then
+// the warp tree), so each row's result is independent of nt.
+template <DType T, bool kVec>
+__global__ void __launch_bounds__(detail::kBlock, 3)
+    quant_matmul_kernel(const float* x, const uint8_t* w, float* y, int n_in, int n_out, int t0,
                                     int nt) {
   constexpr int bs = dtype_block_size(T);
   constexpr int64_t bb = static_cast<int64_t>(dtype_block_bytes(T));
@@ -87,13 +54,10 @@ __global__ void quant_matmul_kernel(const float* x, const uint8_t* w, float* y, 
   if (j >= n_out) return;
   const uint8_t* row = w + static_cast<int64_t>(j) * (n_in / bs) * bb;
   float acc[kTok];
+#pragma unroll
   for (int k = 0; k < kTok; ++k) acc[k] = 0.0f;
-  for (int i = lane; i < n_in; i += 32) {
-    const float v = value_at<T>(row + (i / bs) * bb, i % bs);
-    for (int k = 0; k < kTok; ++k) {
-      if (k < nt) acc[k] = fmaf(v, x[static_cast<int64_t>(t0 + k) * n_in + i], acc[k]);
-    }
-  }
+  blocks::lane_partial<T, kVec, kTok>(row, x, n_in, t0, nt, lane, acc);
+#pragma unroll
   for (int k = 0; k < kTok; ++k) {
     const float s = detail::warp_sum(acc[k]);
     if (lane == 0 && k < nt) y[static_cast<int64_t>(t0 + k) * n_out + j] = s;
@@ -107,15 +71,28 @@ void check_block(DType t, int64_t n, const char* what) {
   }
 }
 
-template <DType T>
-void launch_matmul(const float* x, const void* w, float* y, int n_tokens, int n_in, int n_out, cudaStream_t stream) {
+template <DType T, bool kVec>
+void launch_matmul_as(const float* x, const void* w, float* y, int n_tokens, int n_in, int n_out, cudaStream_t stream) {
   const int warps_per_block = detail::kBlock / 32;
   const dim3 grid(static_cast<unsigned>((n_out + warps_per_block - 1) / warps_per_block));
   for (int t0 = 0; t0 < n_tokens; t0 += kTok) {
     const int nt = n_tokens - t0 < kTok ? n_tokens - t0 : kTok;
-    quant_matmul_kernel<T><<<grid, detail::kBlock, 0, stream>>>(x, static_cast<const uint8_t*>(w), y, n_in, n_out,
-                                                                 t0, nt);
+    quant_matmul_kernel<T, kVec><<<grid, detail::kBlock, 0, stream>>>(x, static_cast<const uint8_t*>(w), y, n_in,
+                                                                       n_out, t0, nt);
     SPECCHAT_CUDA_CHECK_LAUNCH();
+  }
+}
+
+// Wide loads need the weights and x 16-byte aligned (rows then are too: a row is whole blocks
+// of 144 or 176 bytes for q4_K/q5_K, n_in a multiple of 32 floats for x; the other types read
+// 16-bit words at even offsets of 2-byte aligned blocks).
+template <DType T>
+void launch_matmul(const float* x, const void* w, float* y, int n_tokens, int n_in, int n_out, cudaStream_t stream) {
+  const bool vec = reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  if (vec) {
+    launch_matmul_as<T, true>(x, w, y, n_tokens, n_in, n_out, stream);
+  } else {
+    launch_matmul_as<T, false>(x, w, y, n_tokens, n_in, n_out, stream);
   }
 }
 

@@ -18,8 +18,10 @@ void dequantize(const void* src, DType t, float* dst, int64_t n, cudaStream_t st
 
 // y[n_tokens, n_out] = x[n_tokens, n_in] · Wᵀ with W [n_out, n_in] row-major on the device in
 // block type w_type (n_in whole blocks), x and y f32 on the device. One warp per weight row:
-// its lanes dequantize the row's values in registers (never to memory) and dot them with up to
-// 8 rows of x at a time, so a batch of k rows reads W ceil(k / 8) times. Activations stay f32
+// each lane takes 32-value chunks of the row (a q8_0/q4_0 block or a k-quant sub-block; adjacent
+// lanes read adjacent bytes, 16-byte loads when w and x are 16-byte aligned), dequantizes them in
+// registers (never to memory) and dots them with up to 8 rows of x at a time, so a batch of k
+// rows reads W ceil(k / 8) times. Activations stay f32
 // (like the CPU kernels: the strict conformance tier); sums in f32 in a fixed order per row, so
 // a row's result does not depend on the other rows of the batch. n_tokens == 0 does nothing.
 // std::invalid_argument for a bad type or size; CudaError on a launch error.

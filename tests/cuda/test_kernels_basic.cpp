@@ -102,6 +102,19 @@ TEST_CASE("cuda swiglu and add match the CPU twins", "[cuda]") {
   CHECK(dg.download() == sum);  // one IEEE add per element: exact
 }
 
+TEST_CASE("cuda random_fill_blocks is bit-identical to the CPU twin", "[cuda]") {
+  for (DType dt : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
+    CAPTURE(specchat::dtype_name(dt));
+    const int64_t n = 256 * 37;
+    const size_t bytes = specchat::dtype_row_bytes(dt, static_cast<uint64_t>(n));
+    DeviceBuffer<uint8_t> d(bytes);
+    gpu::random_fill_blocks(d.get(), dt, n, 42, 0.02f, nullptr);
+    std::vector<uint8_t> want(bytes);
+    cpu::random_fill_blocks(want.data(), dt, n, 42, 0.02f);
+    CHECK(d.download() == want);
+  }
+}
+
 TEST_CASE("cuda convert and random_fill are bit-identical to the CPU twins", "[cuda]") {
   const int64_t n = 100003;
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {

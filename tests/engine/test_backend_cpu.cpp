@@ -153,6 +153,18 @@ TEST_CASE("a random model refuses an inconsistent config", "[unit][backend]") {
   CHECK_THROWS_AS(LlamaModel::random(c, LlamaModel::Options{}, 1), ModelError);
 }
 
+TEST_CASE("a random model with quantized weights is refused on the CPU backend with the way to get one", "[unit][backend]") {
+  try {
+    LlamaModel::random(small_config(), LlamaModel::Options{}, 1, QuantPreset::q4_k_m);
+    FAIL("the CPU backend made a random quantized model it does not support");
+  } catch (const ModelError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("Q4_K_M") != std::string::npos);
+    CHECK(m.find("CUDA") != std::string::npos);
+    CHECK(m.find("specchat-quantize") != std::string::npos);
+  }
+}
+
 TEST_CASE("the CUDA backend without a device is refused with a clear ModelError", "[model][backend]") {
   LlamaModel::Options o;
   o.backend = BackendKind::cuda;

@@ -237,3 +237,32 @@ TEST_CASE("embedding_gather dequantizes rows of block tables", "[unit][kernels][
     }
   }
 }
+
+TEST_CASE("random_fill_blocks: finite values within a few times the amplitude and deterministic per seed", "[quant]") {
+  const float a = 1.0f / 64.0f;
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
+    CAPTURE(dtype_name(t));
+    const int64_t n = 4 * 256;
+    const size_t bytes = dtype_row_bytes(t, static_cast<uint64_t>(n));
+    std::vector<uint8_t> w(bytes), w2(bytes), other(bytes);
+    cpu::random_fill_blocks(w.data(), t, n, 9, a);
+    cpu::random_fill_blocks(w2.data(), t, n, 9, a);
+    cpu::random_fill_blocks(other.data(), t, n, 10, a);
+    CHECK(w == w2);
+    CHECK(w != other);
+    std::vector<float> v(static_cast<size_t>(n));
+    cpu::dequantize_row_ref(t, w.data(), v.data(), n);
+    float worst = 0.0f;
+    double sum_sq = 0.0;
+    for (float x : v) {
+      REQUIRE(std::isfinite(x));
+      worst = std::max(worst, std::fabs(x));
+      sum_sq += static_cast<double>(x) * x;
+    }
+    CHECK(worst <= 4.0f * a);
+    CHECK(std::sqrt(sum_sq / static_cast<double>(n)) >= 0.05 * a);  // not all zero: real spread
+  }
+  std::vector<uint8_t> buf(64);
+  CHECK_THROWS_AS(cpu::random_fill_blocks(buf.data(), DType::f16, 16, 1, a), std::invalid_argument);
+  CHECK_THROWS_AS(cpu::random_fill_blocks(buf.data(), DType::q8_0, 31, 1, a), std::invalid_argument);
+}
