@@ -25,6 +25,16 @@ __global__ void dequantize_kernel(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
+template <DType T>
+__global__ void dequantize_f16_kernel(const uint8_t* src, __half* dst, int64_t n) {
+  constexpr int bs = dtype_block_size(T);
+  constexpr int64_t bb = static_cast<int64_t>(dtype_block_bytes(T));
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = __float2half_rn(value_at<T>(src + (i / bs) * bb, static_cast<int>(i % bs)));
+  }
+}
+
 // One block per token; threads stride over the row's values.
 template <DType T>
 __global__ void embedding_quant_kernel(const uint8_t* table, const int32_t* ids, float* out, int d_model) {
@@ -109,6 +119,22 @@ void dequantize(const void* src, DType t, float* dst, int64_t n, cudaStream_t st
     case DType::q4_k: dequantize_kernel<DType::q4_k><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
     case DType::q5_k: dequantize_kernel<DType::q5_k><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
     default: dequantize_kernel<DType::q6_k><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
+  }
+  SPECCHAT_CUDA_CHECK_LAUNCH();
+}
+
+void dequantize_f16(const void* src, DType t, void* dst, int64_t n, cudaStream_t stream) {
+  check_block(t, n, "cuda::dequantize_f16");
+  if (n == 0) return;
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<__half*>(dst);
+  const unsigned grid = detail::grid_for(n);
+  switch (t) {
+    case DType::q8_0: dequantize_f16_kernel<DType::q8_0><<<grid, detail::kBlock, 0, stream>>>(s, d, n); break;
+    case DType::q4_0: dequantize_f16_kernel<DType::q4_0><<<grid, detail::kBlock, 0, stream>>>(s, d, n); break;
+    case DType::q4_k: dequantize_f16_kernel<DType::q4_k><<<grid, detail::kBlock, 0, stream>>>(s, d, n); break;
+    case DType::q5_k: dequantize_f16_kernel<DType::q5_k><<<grid, detail::kBlock, 0, stream>>>(s, d, n); break;
+    default: dequantize_f16_kernel<DType::q6_k><<<grid, detail::kBlock, 0, stream>>>(s, d, n); break;
   }
   SPECCHAT_CUDA_CHECK_LAUNCH();
 }

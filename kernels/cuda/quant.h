@@ -16,6 +16,12 @@ namespace specchat::cuda {
 // std::invalid_argument for an element type or n not whole blocks; CudaError on a launch error.
 void dequantize(const void* src, DType t, float* dst, int64_t n, cudaStream_t stream);
 
+// dst[n] (binary16 bits, device) = the same values rounded to nearest even: bit for bit
+// cpu::dequantize_row_ref followed by cpu::convert_from_f32(…, DType::f16, …). For the
+// "dequantize W to F16 once, then one cuBLAS GEMM" path of verification batches (measured
+// against quant_matmul in specchat-gpu-bench). Errors as dequantize.
+void dequantize_f16(const void* src, DType t, void* dst, int64_t n, cudaStream_t stream);
+
 // y[n_tokens, n_out] = x[n_tokens, n_in] · Wᵀ with W [n_out, n_in] row-major on the device in
 // block type w_type (n_in whole blocks), x and y f32 on the device. One warp per weight row:
 // each lane takes 32-value chunks of the row (a q8_0/q4_0 block or a k-quant sub-block; adjacent

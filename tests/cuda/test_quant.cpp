@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cuda_test_util.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quant.h"
@@ -51,6 +52,23 @@ TEST_CASE("cuda dequantize gives the CPU reference's bits for every block type",
     size_t differ = 0;
     for (size_t i = 0; i < want.size(); ++i) differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
     CHECK(differ == 0);
+  }
+}
+
+TEST_CASE("cuda dequantize_f16 gives the CPU reference's values rounded to f16 bit for bit", "[cuda][quant]") {
+  for (DType t : kTypes) {
+    CAPTURE(specchat::dtype_name(t));
+    const int n_in = 1280, rows = 37;
+    const std::vector<uint8_t> q = quantized(t, rows, n_in, 4);
+    const int64_t n = static_cast<int64_t>(rows) * n_in;
+    DeviceBuffer<uint8_t> dq(q);
+    DeviceBuffer<uint16_t> dy(static_cast<size_t>(n));
+    gpu::dequantize_f16(dq.get(), t, dy.get(), n, nullptr);
+    std::vector<float> f(static_cast<size_t>(n));
+    cpu::dequantize_row_ref(t, q.data(), f.data(), n);
+    std::vector<uint16_t> want(static_cast<size_t>(n));
+    cpu::convert_from_f32(f.data(), want.data(), DType::f16, n);
+    CHECK(dy.download() == want);
   }
 }
 
