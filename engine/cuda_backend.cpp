@@ -11,6 +11,7 @@
 
 #include "engine/backend_weights.h"
 #include "engine/gguf.h"
+#include "engine/op_profile.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/kv_compact.h"
 #include "kernels/cuda/attention.h"
@@ -96,6 +97,10 @@ struct CudaBackend::Device {
   size_t in_capacity = 0;
   int32_t* path = nullptr;  // [max_batch]
   size_t activation_bytes = 0;
+  // Profiling (set_profile): events recorded after each operation, and the operation each one
+  // closes; created on first use and kept.
+  std::vector<cudaEvent_t> prof_events;
+  std::vector<int> prof_ops;
 
   Device() = default;
   Device(const Device&) = delete;
@@ -105,6 +110,7 @@ struct CudaBackend::Device {
     cudaSetDevice(device);
     if (stream) cudaStreamSynchronize(stream);
     blas.reset();
+    for (cudaEvent_t e : prof_events) cudaEventDestroy(e);
     if (pool) cudaFree(pool);
     if (host) cudaFreeHost(host);
     if (stream) cudaStreamDestroy(stream);
@@ -300,6 +306,12 @@ KvRowStore* CudaBackend::row_store(int seq) {
   return seq >= 0 && seq < static_cast<int>(stores_.size()) ? stores_[static_cast<size_t>(seq)].get() : nullptr;
 }
 
+bool CudaBackend::set_profile(OpProfile* p) {
+  prof_ = p;
+  if (p) name_profile_ops(*p, cfg_);
+  return true;
+}
+
 MemoryInfo CudaBackend::memory() const {
   MemoryInfo m;
   m.on_device = true;
@@ -338,6 +350,23 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
   try {
     SPECCHAT_CUDA_CHECK(cudaSetDevice(d.device));
     cudaStream_t st = d.stream;
+    // Profiling: mark(op) records an event closing operation op (the time since the previous
+    // mark); nothing happens without a profile.
+    OpProfile* const P = prof_;
+    size_t n_marks = 0;
+    auto mark = [&](int op) {
+      if (!P) return;
+      if (n_marks == d.prof_events.size()) {
+        cudaEvent_t e = nullptr;
+        SPECCHAT_CUDA_CHECK(cudaEventCreate(&e));
+        d.prof_events.push_back(e);
+        d.prof_ops.push_back(op);
+      }
+      d.prof_ops[n_marks] = op;
+      SPECCHAT_CUDA_CHECK(cudaEventRecord(d.prof_events[n_marks], st));
+      ++n_marks;
+    };
+    mark(-1);  // start
     // Inputs: ids, pos and every segment's mask packed in the pinned buffer, one copy up.
     size_t mask_bytes = 0;
     for (const SeqSegment& sg : a.segments) mask_bytes += static_cast<size_t>(sg.n_rows) * static_cast<size_t>(sg.n_masked);
@@ -382,14 +411,18 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
     } else {  // input embeddings (PIPO latents): pageable copy, ordered on the stream
       SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(d.x, a.embd.data(), a.embd.size() * sizeof(float), cudaMemcpyHostToDevice, st));
     }
+    mark(OpProfile::embed);  // with the input upload
     for (int il = 0; il < c.n_layer; ++il) {
       const Device::Layer& l = d.layers[static_cast<size_t>(il)];
       cuda::rmsnorm(d.x, static_cast<const float*>(l.attn_norm->p), d.xb, n, dm, c.norm_eps, st);
+      mark(OpProfile::norm);
       mm(d.xb, l.wq, d.q, n, dm, nq);
       mm(d.xb, l.wk, d.kbuf, n, dm, nkv);
       mm(d.xb, l.wv, d.vbuf, n, dm, nkv);
+      mark(OpProfile::matmul_qkv);
       cuda::rope(d.q, pos, n, c.n_head, hd, c.rope_theta, st);
       cuda::rope(d.kbuf, pos, n, c.n_head_kv, hd, c.rope_theta, st);
+      mark(OpProfile::rope);
       // Per sequence: its rows (contiguous slots) into its cache, then attention over its own
       // slots only.
       const uint8_t* vis = vis0;
@@ -403,6 +436,7 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
         SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(vl + static_cast<size_t>(sg.kv_pos0) * nkv,
                                             d.vbuf + static_cast<size_t>(sg.row0) * nkv, rows_bytes,
                                             cudaMemcpyDeviceToDevice, st));
+        mark(OpProfile::kv_write);
         cuda::AttentionArgs at{};
         at.q = d.q + static_cast<size_t>(sg.row0) * nq;
         at.k_cache = kl;
@@ -418,17 +452,28 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
         at.out = d.att + static_cast<size_t>(sg.row0) * nq;
         at.scratch = nullptr;
         cuda::attention(at, st);
+        mark(OpProfile::attention);
         vis += static_cast<size_t>(sg.n_rows) * static_cast<size_t>(sg.n_masked);
       }
       mm(d.att, l.wo, d.xb, n, nq, dm);
+      mark(OpProfile::matmul_o);
       cuda::add_inplace(d.x, d.xb, static_cast<int64_t>(n) * dm, st);
+      mark(OpProfile::residual);
       cuda::rmsnorm(d.x, static_cast<const float*>(l.ffn_norm->p), d.xb, n, dm, c.norm_eps, st);
+      mark(OpProfile::norm);
       mm(d.xb, l.w_gate, d.gate, n, dm, ff);
       mm(d.xb, l.w_up, d.up, n, dm, ff);
+      mark(OpProfile::matmul_gate_up);
       cuda::swiglu(d.gate, d.up, d.gate, static_cast<int64_t>(n) * ff, st);
+      mark(OpProfile::swiglu);
       mm(d.gate, l.w_down, d.xb, n, ff, dm);
+      mark(OpProfile::matmul_down);
       cuda::add_inplace(d.x, d.xb, static_cast<int64_t>(n) * dm, st);
-      if (n_hidden > 0) save_hidden(il, d.x, false);
+      mark(OpProfile::residual);
+      if (n_hidden > 0) {
+        save_hidden(il, d.x, false);
+        mark(OpProfile::hidden_copy);
+      }
     }
     // Final norm and output projection only for the requested rows; a contiguous run of rows
     // (the usual case: all rows, or the last) is one launch.
@@ -446,8 +491,13 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
                         d.xb + static_cast<size_t>(j) * dm, 1, dm, c.norm_eps, st);
         }
       }
-      if (n_hidden > 0) save_hidden(kHiddenFinalNorm, d.xb, true);
+      mark(OpProfile::norm);
+      if (n_hidden > 0) {
+        save_hidden(kHiddenFinalNorm, d.xb, true);
+        mark(OpProfile::hidden_copy);
+      }
       mm(d.xb, d.output, d.logits, n_out, dm, nv);
+      mark(OpProfile::matmul_head);
       SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(h_logits, d.logits, static_cast<size_t>(n_out) * nv * sizeof(float),
                                           cudaMemcpyDeviceToHost, st));
     }
@@ -455,8 +505,18 @@ ForwardOut CudaBackend::forward(const ForwardArgs& a) {
       SPECCHAT_CUDA_CHECK(cudaMemcpyAsync(h_hidden, d.hidden, static_cast<size_t>(n_hidden) * n_hid * dm * sizeof(float),
                                           cudaMemcpyDeviceToHost, st));
     }
+    mark(OpProfile::copy_out);
     // Also guards the pinned staging buffer: the next forward may overwrite it.
     SPECCHAT_CUDA_CHECK(cudaStreamSynchronize(st));
+    if (P) {
+      for (size_t i = 1; i < n_marks; ++i) {
+        float ms = 0.0f;
+        SPECCHAT_CUDA_CHECK(cudaEventElapsedTime(&ms, d.prof_events[i - 1], d.prof_events[i]));
+        P->add(static_cast<OpProfile::Op>(d.prof_ops[i]), static_cast<double>(ms));
+      }
+      ++P->forwards;
+      P->rows += n;
+    }
     ForwardOut out;
     out.logits = {h_logits, static_cast<size_t>(n_out) * nv};
     out.hidden = {h_hidden, static_cast<size_t>(n_hidden) * n_hid * dm};

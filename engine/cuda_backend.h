@@ -3,8 +3,8 @@
 //
 // Memory: ONE device allocation made at load and carved into 256-byte aligned regions
 //   weights      token_embd, output (shared when tied), per layer attn_norm, wq, wk, wv, wo,
-//                ffn_norm, w_gate, w_up, w_down; matrices in their file dtype (F16/BF16; F32
-//                and Q8_0 matrices are converted to F16 on upload), norm vectors f32
+//                ffn_norm, w_gate, w_up, w_down; matrices in their file type (F16/BF16 and the
+//                block types; F32 matrices are converted to F16 on upload), norm vectors f32
 //   kv           K then V, each f32 [n_seq][n_layer][n_ctx][n_head_kv * head_dim] (per sequence
 //                the host layout)
 //   activations  x, xb [max_batch, d_model]; q, att [max_batch, n_head * head_dim];
@@ -38,6 +38,9 @@ class CudaBackend final : public Backend {
   KvRowStore* row_store(int seq) override;
   MemoryInfo memory() const override;
   std::string device_name() const override;
+  // Per-operation device time (CUDA events between operations, read after each forward's sync;
+  // engine/op_profile.h). null stops recording. Always true.
+  bool set_profile(OpProfile* p) override;
 
  private:
   // Sequence seq's K/V rows in the device pool.
@@ -57,6 +60,7 @@ class CudaBackend final : public Backend {
   BackendShape shape_;
   std::unique_ptr<Device> d_;
   std::vector<std::unique_ptr<SeqStore>> stores_;  // [n_seq]
+  OpProfile* prof_ = nullptr;
 };
 
 }  // namespace specchat

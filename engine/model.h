@@ -161,7 +161,8 @@ class LlamaModel {
   // The CPU thread pool the model's forwards run on (Backend::cpu_pool); nullptr on CUDA.
   std::shared_ptr<cpu::ThreadPool> cpu_pool() const { return backend_->cpu_pool(); }
   // Records the time of each operation of later forwards into `p` (engine/op_profile.h; null =
-  // stop; `p` must outlive the recording). False on backends that cannot (CUDA).
+  // stop; `p` must outlive the recording). CPU: wall time per op; CUDA: device time between CUDA
+  // events. False on a backend that cannot (none today).
   bool set_profile(OpProfile* p) { return backend_->set_profile(p); }
 
  private:

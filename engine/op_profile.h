@@ -1,7 +1,10 @@
-// Time split of CPU forwards by operation (issue 10 §5: `specchat-cli bench --profile`).
+// Time split of forwards by operation (issue 10 §5: `specchat-cli bench --profile`).
 //
 // The CPU backend adds the wall time of each operation of a forward to the OpProfile it was given
-// (LlamaModel::set_profile); with none given it does not read the clock at all. Each matmul kind
+// (LlamaModel::set_profile); with none given it does not read the clock at all. The CUDA backend
+// records a CUDA event after each operation and adds the device time between consecutive events
+// (so gaps where the GPU waits for the host count toward the next operation); with none given
+// it records no events. Each matmul kind
 // is one entry, named with its shape (n_in → n_out) by the backend, so the table says which
 // weight matrices cost what; attention, norms, RoPE, K/V writes and element-wise ops are entries
 // of their own. Times are wall milliseconds of the calling thread (a pooled op counts once, for
@@ -11,6 +14,8 @@
 #include <array>
 #include <chrono>
 #include <string>
+
+#include "engine/model_config.h"
 
 namespace specchat {
 
@@ -30,6 +35,7 @@ struct OpProfile {
     matmul_down,   // FFN down projection
     hidden_copy,   // hidden states handed out (feature drafters)
     matmul_head,   // LM head over the output rows
+    copy_out,      // device backends: logits/hidden states to the host and the final sync
     kCount
   };
   struct Entry {
@@ -55,6 +61,10 @@ struct OpProfile {
     forwards = rows = 0;
   }
 };
+
+// Names the entries for a model of config c (the matmul entries carry their shapes), as the
+// backends do in set_profile.
+void name_profile_ops(OpProfile& p, const ModelConfig& c);
 
 // Adds the time from construction to destruction to `op` of `p` (nothing, and no clock read, when
 // p is null).

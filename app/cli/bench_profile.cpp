@@ -91,7 +91,7 @@ int cmd_bench_profile(BenchOptions& o) {
   ModelPair pair = ModelPair::load(po);
   if (!pair.target->set_profile(nullptr)) {
     throw std::runtime_error("bench --profile: the " + pair.target->device_name() +
-                             " backend cannot be profiled per operation (CPU only)");
+                             " backend cannot be profiled per operation");
   }
   const std::string prompts_path = o.prompts.empty() ? bundled_data_file("heldout_prompts.json") : o.prompts;
   const auto prompts = load_bench_prompts(prompts_path, std::min(o.max_prompts, 12));

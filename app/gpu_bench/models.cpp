@@ -1,10 +1,12 @@
 // Section (b) of the GPU check: decode speed, bandwidth use and tree-verify cost per model.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "app/gpu_bench/bench.h"
 #include "app/gpu_bench/common.h"
+#include "engine/op_profile.h"
 #include "engine/quantize.h"
 #include "kernels/cuda/check.h"
 
@@ -66,6 +68,33 @@ void bench_model(Report& rep, const std::string& name, LlamaModel& m, int n_prom
     row.num("tree" + std::to_string(n) + "_ms", ms).num("tree" + std::to_string(n) + "_rel", ms / decode_ms);
   }
   std::printf("\n");
+  // Where a decode step's device time goes: CUDA events between operations over 16 more decode
+  // forwards (OpProfile; gaps where the GPU waits for the host count toward the next op).
+  OpProfile prof;
+  if (m.set_profile(&prof)) {
+    m.kv().truncate(static_cast<int>(n_prompt));
+    const int n_prof = 16;
+    for (int i = 0; i < n_prof; ++i) {
+      const auto one = std::span(ids).subspan(static_cast<size_t>(n_prompt + i), 1);
+      m.forward(Batch::chain(one, m.kv().size(), false));
+      m.kv().commit(one);
+    }
+    m.set_profile(nullptr);
+    std::vector<const OpProfile::Entry*> order;
+    for (const OpProfile::Entry& e : prof.ops) {
+      if (e.calls > 0) order.push_back(&e);
+    }
+    std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->ms > b->ms; });
+    std::printf("  %-22s device ms/token by op (sum %.3f):", "", prof.total_ms() / n_prof);
+    int shown = 0;
+    for (const OpProfile::Entry* e : order) {
+      std::printf("%s %s %.3f", shown % 4 == 0 ? "\n   " : " |", e->name.c_str(), e->ms / n_prof);
+      ++shown;
+      row.num("profile_ms_per_token " + e->name, e->ms / n_prof);
+    }
+    std::printf("\n");
+    row.num("profile_device_ms_per_token", prof.total_ms() / n_prof);
+  }
   rep.section("models").push_back(row);
 }
 

@@ -12,6 +12,7 @@
 #include "engine/generator.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
+#include "engine/op_profile.h"
 
 using namespace specchat;
 
@@ -112,6 +113,44 @@ TEST_CASE("a random model is the same on the GPU and the CPU", "[cuda][backend]"
   const auto lc = cpu->forward(Batch::chain(ids, 0, true));
   const std::vector<float> want(lc.begin(), lc.end());
   CHECK(norm_err(gpu->forward(Batch::chain(ids, 0, true)), want) <= kTolF16);
+}
+
+TEST_CASE("GPU per-operation profile: device time per op, logits unchanged, nothing recorded once stopped", "[cuda][backend]") {
+  ModelConfig c;
+  c.n_vocab = 301;
+  c.d_model = 200;
+  c.n_layer = 3;
+  c.n_head = 5;
+  c.n_head_kv = 5;
+  c.head_dim = 40;
+  c.d_ff = 333;
+  c.n_ctx_train = 64;
+  LlamaModel::Options o;
+  o.backend = BackendKind::cuda;
+  auto gpu = LlamaModel::random(c, o, 7);
+  const std::vector<int32_t> ids = {1, 5, 300, 42, 17};
+  const auto l0 = gpu->forward(Batch::chain(ids, 0, true));
+  const std::vector<float> plain(l0.begin(), l0.end());
+  OpProfile prof;
+  REQUIRE(gpu->set_profile(&prof));
+  const auto l1 = gpu->forward(Batch::chain(ids, 0, true));
+  CHECK(std::vector<float>(l1.begin(), l1.end()) == plain);
+  CHECK(prof.forwards == 1);
+  CHECK(prof.rows == 5);
+  for (OpProfile::Op op : {OpProfile::embed, OpProfile::norm, OpProfile::matmul_qkv, OpProfile::rope,
+                           OpProfile::kv_write, OpProfile::attention, OpProfile::matmul_o, OpProfile::residual,
+                           OpProfile::matmul_gate_up, OpProfile::swiglu, OpProfile::matmul_down,
+                           OpProfile::matmul_head, OpProfile::copy_out}) {
+    CAPTURE(prof.ops[op].name);
+    CHECK(prof.ops[op].calls > 0);
+    CHECK(prof.ops[op].ms >= 0.0);
+  }
+  CHECK(prof.ops[OpProfile::matmul_qkv].calls == c.n_layer);
+  CHECK(prof.ops[OpProfile::norm].calls == 2 * c.n_layer + 1);
+  CHECK(prof.total_ms() > 0.0);
+  REQUIRE(gpu->set_profile(nullptr));
+  gpu->forward(Batch::chain(ids, 0, true));
+  CHECK(prof.forwards == 1);
 }
 
 TEST_CASE("greedy speculative decoding on the GPU equals baseline for a chain and a tree", "[cuda][backend]") {
