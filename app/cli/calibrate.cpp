@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
+#include <utility>
 
 #include "engine/model.h"
 #include "engine/runtime/request_planner.h"
@@ -77,6 +78,31 @@ void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
   cmd.add_option("--activations", o.activations,
                  "quantized matrices on the CPU: q8 (default; 8-bit activations) or f32, as generate's --activations")
       ->check(CLI::IsMember({"q8", "f32"}));
+}
+
+std::string refused_calibrate_combination(const CLI::App& cal, const CalibrateOptions& o) {
+  const auto given = [&](const char* flag) {
+    const CLI::Option* opt = cal.get_option_no_throw(flag);
+    return opt != nullptr && opt->count() > 0;
+  };
+  const bool model = o.drafter == "model";
+  for (const char* f : {"--ranks", "--reps", "--draft"}) {
+    if (!model && given(f)) {
+      return std::string(f) + " applies to --drafter model (the draft model's calibration), not --drafter " +
+             o.drafter + ": leave it out";
+    }
+  }
+  if (model && given("--rounds")) {
+    return "--rounds applies to --drafter block and mtp (passes over the prompts), not the draft model's "
+           "calibration: leave it out or add --drafter block|mtp";
+  }
+  for (const auto& [flag, kind] : {std::pair<const char*, const char*>{"--block-drafter", "block"}, {"--mtp", "mtp"}}) {
+    if (given(flag) && o.drafter != kind) {
+      return std::string(flag) + " applies to --drafter " + kind + " (the drafter calibrated is " + o.drafter +
+             "): add --drafter " + kind + " or leave it out";
+    }
+  }
+  return {};
 }
 
 void check_calibration_output(const std::string& path) {

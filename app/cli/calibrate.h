@@ -59,6 +59,12 @@ std::vector<std::vector<int32_t>> load_prompts(const ModelPair& pair, const std:
 // --out (or a read-only models folder) costs no minutes of measurement.
 void check_calibration_output(const std::string& path);
 
+// Why the options given to `calibrate` (`cal`, after parsing into o) contradict each other, or ""
+// when they do not: an option of one drafter kind given with the other (--rounds with
+// --drafter model; --ranks, --reps or --draft with block/mtp; --block-drafter or --mtp with
+// another kind). Such options would be ignored, so main refuses them (exit 2).
+std::string refused_calibrate_combination(const CLI::App& cal, const CalibrateOptions& o);
+
 // Throws std::runtime_error naming `path` when no prompt leaves room to generate in a context of
 // n_ctx tokens (each needs n_prompt + 1 < n_ctx): said before measuring, not as "no prompt
 // produced a token" after it.

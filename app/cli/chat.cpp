@@ -74,7 +74,7 @@ int cmd_chat(const CommonOptions& given) {
     });
     std::printf("\n");
     std::fflush(stdout);  // the reply's line ends before the stats line on stderr
-    std::fprintf(stderr, "[%s · %d of %d prompt tokens cached]\n", stats_line(r.stats, req.spec.draft_k).c_str(),
+    std::fprintf(stderr, "[%s · %d of %d prompt tokens cached]\n", stats_line(r.stats, req.spec).c_str(),
                  r.stats.n_prompt_cached, r.stats.n_prompt);
     history.push_back({{"assistant", r.text}, r.tokens, pair.target->vocab().hash(), pair.template_name});
   }

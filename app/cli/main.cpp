@@ -112,7 +112,7 @@ int cmd_generate(const cli::CommonOptions& given) {
     j["memory"] = cli::memory_json(*l.pair.target, l.pair.draft.get());
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
-    std::cout << "\n\n" << cli::stats_line(r.stats, k) << "\n";
+    std::cout << "\n\n" << cli::stats_line(r.stats, req.spec) << "\n";
     if (r.finish == FinishReason::context_full) {
       std::cout.flush();
       std::fprintf(stderr, "note: the reply stopped at the end of the context (%d tokens; --ctx sets it)\n",
@@ -132,7 +132,6 @@ int cmd_compare(const cli::CommonOptions& given) {
   const GenerateRequest base_req = cli::make_request(o, l.prompt, 0);
   GenerateRequest spec_req = cli::make_request(o, l.prompt, o.draft_k);
   const json plan = cli::plan_tree(o, l.pair, spec_req, fd);
-  const int k = spec_req.spec.draft_k;
   GenerationResult base, spec;
   g.warm_up(spec_req);  // neither side pays the cold start alone
   const CompareRun base_run = run_one(g, base_req, false, &base);
@@ -155,8 +154,8 @@ int cmd_compare(const cli::CommonOptions& given) {
     j["memory"] = cli::memory_json(*l.pair.target, l.pair.draft.get());
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
-    std::cout << "=== baseline ===\n" << base.text << "\n" << cli::stats_line(base.stats, 0) << "\n\n";
-    std::cout << "=== speculative ===\n" << spec.text << "\n" << cli::stats_line(spec.stats, k) << "\n\n";
+    std::cout << "=== baseline ===\n" << base.text << "\n" << cli::stats_line(base.stats, base_req.spec) << "\n\n";
+    std::cout << "=== speculative ===\n" << spec.text << "\n" << cli::stats_line(spec.stats, spec_req.spec) << "\n\n";
     std::printf("speedup_decode %.2fx (decode tokens/s, speculative / baseline); total_time_ratio %.2fx "
                 "(baseline total time / speculative, prefill included); %s\n",
                 c.speedup_decode, c.total_time_ratio,
@@ -217,6 +216,10 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (cal->parsed()) {
+    if (const std::string why = cli::refused_calibrate_combination(*cal, cal_o); !why.empty()) {
+      std::fprintf(stderr, "error: %s\n", why.c_str());
+      return 2;
+    }
     if (cal->count("--out") > 0 && cal_o.out.empty()) {
       std::fprintf(stderr, "error: --out needs a file name (leave it out for the file beside the drafter)\n");
       return 2;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace specchat::cli {
 
@@ -161,6 +162,24 @@ std::string refused_combination(const CLI::App& sub, const CommonOptions& o) {
   if (!o.draft.empty() && o.draft != "none" && o.draft != "ngram" && given("--drafter") && o.drafter != "model") {
     return "--draft " + o.draft + " names a draft model, which only --drafter model uses, but --drafter " + o.drafter +
            " was given: leave one of them out";
+  }
+  if (o.drafter == "none" || o.draft == "none") {
+    for (const char* f : {"--draft-k", "--tree", "--node-budget", "--depth", "--branch", "--no-draft-backoff",
+                          "--draft-backend", "--block-drafter", "--mtp"}) {
+      if (!given(f) || (std::string(f) == "--draft-k" && o.draft_k == 0)) continue;  // -k 0: plain too
+      return std::string(f) + " does not apply to plain decoding (--" + (o.drafter == "none" ? "drafter" : "draft") +
+             " none drafts nothing): leave it out";
+    }
+  }
+  for (const auto& [flag, kind] : {std::pair<const char*, const char*>{"--block-drafter", "block"}, {"--mtp", "mtp"}}) {
+    if (given(flag) && o.drafter != kind) {
+      return std::string(flag) + " is read by --drafter " + kind + " only (the drafter is " + o.drafter +
+             "): add --drafter " + kind + " or leave it out";
+    }
+  }
+  if (given("--chat-template") && given("--prompt")) {
+    return "--chat-template applies to --chat, --messages and chat (a raw --prompt is continued as it is, without a "
+           "chat template)";
   }
   if (o.endpoint.empty() && o.baseline_endpoint.empty()) {
     for (const char* f : {"--api-key", "--remote-model"}) {

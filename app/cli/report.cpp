@@ -48,13 +48,26 @@ nlohmann::json result_json(const GenerationResult& r, const std::vector<int32_t>
   return j;
 }
 
-std::string stats_line(const GenerationStats& s, int draft_k) {
-  char buf[512];
+std::string stats_line(const GenerationStats& s, const SpecConfig& spec) {
+  char shape[160];
+  const TreeBudget b = spec.effective_budget();
+  if (spec.draft_k <= 0) {
+    std::snprintf(shape, sizeof shape, "plain decoding");
+  } else if (b.mode == TreeMode::chain) {
+    std::snprintf(shape, sizeof shape, "%s drafter, chain k = %d", drafter_kind_name(spec.drafter), spec.draft_k);
+  } else if (b.mode == TreeMode::dynamic) {
+    std::snprintf(shape, sizeof shape, "%s drafter, dynamic tree of %d nodes, depth %d, branch %d",
+                  drafter_kind_name(spec.drafter), b.node_budget, b.depth, b.branch);
+  } else {
+    std::snprintf(shape, sizeof shape, "%s drafter, optimal tree of %d nodes, depth %d",
+                  drafter_kind_name(spec.drafter), b.node_budget, b.depth);
+  }
+  char buf[640];
   std::snprintf(buf, sizeof buf,
                 "%d tokens, %.1f tokens/s, TTFT %.1f ms, TPOT %.2f ms, drafted %d, accepted %d, "
-                "α %.3f, τ %.2f (k = %d, %d steps)",
+                "α %.3f, τ %.2f (%s, %d steps)",
                 s.n_generated, s.tokens_per_s(), s.ttft_ms, s.tpot_ms(), s.n_drafted, s.n_accepted,
-                s.acceptance_rate(), s.mean_accepted_length(), draft_k, s.n_steps);
+                s.acceptance_rate(), s.mean_accepted_length(), shape, s.n_steps);
   return buf;
 }
 

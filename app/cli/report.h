@@ -16,7 +16,9 @@ nlohmann::json result_json(const GenerationResult& r, const std::vector<int32_t>
 // "activation_bytes", "device_used_bytes", "device_total_bytes"} for the target, and the same
 // under "draft" when there is one (device fields 0 on the CPU).
 nlohmann::json memory_json(const LlamaModel& target, const LlamaModel* draft);
-// One human-readable stats line.
-std::string stats_line(const GenerationStats& s, int draft_k);
+// One human-readable stats line, ending with what drafted: "(plain decoding, 12 steps)", "(model
+// drafter, chain k = 4, 3 steps)" or "(ngram drafter, dynamic tree of 16 nodes, depth 5,
+// branch 3, 5 steps)" (the shape the request asked for; a plan may use less).
+std::string stats_line(const GenerationStats& s, const SpecConfig& spec);
 
 }  // namespace specchat::cli

@@ -150,3 +150,58 @@ TEST_CASE("cli: text-mode generate says when the reply stopped at the end of the
   REQUIRE(room.exit_code == 0);
   CHECK(room.err.find("end of the context") == std::string::npos);
 }
+
+TEST_CASE("cli: drafting options with plain decoding and a drafter's file with another drafter are refused", "[model][cli][features]") {
+  // Regression (2026-12-04): each of these was accepted and ignored (`--drafter none -k 4`
+  // decoded plainly; `--block-drafter F` alone ran the draft model; `--chat-template` with a raw
+  // --prompt rendered nothing).
+  const std::string dflash = data("drafters/dflash-ref.gguf"), mtp = data("drafters/mtp-ref.gguf");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--drafter", "none", "--draft-k", "4"}, "--draft-k does not apply to plain decoding"},
+      {{"--draft", "none", "--tree", "dynamic"}, "--tree does not apply to plain decoding"},
+      {{"--drafter", "none", "--node-budget", "8"}, "--node-budget does not apply to plain decoding"},
+      {{"--drafter", "none", "--no-draft-backoff"}, "--no-draft-backoff does not apply to plain decoding"},
+      {{"--drafter", "none", "--draft-backend", "cpu"}, "--draft-backend does not apply to plain decoding"},
+      {{"--block-drafter", dflash}, "--block-drafter is read by --drafter block only"},
+      {{"--drafter", "ngram", "--mtp", mtp}, "--mtp is read by --drafter mtp only"},
+      {{"--chat-template", "chatml"}, "--chat-template applies to --chat"}};
+  for (const auto& [extra, message] : cases) {
+    std::vector<std::string> args = {"generate", "--prompt", "Hi", "-n", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const test::CliResult r = test::run_cli(args);
+    INFO(r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
+  // Consistent combinations still run: plain decoding with -k 0, each drafter with its own file,
+  // a chat template with --chat.
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--drafter", "none", "-k", "0", "--prompt", "Hi"},
+        {"--drafter", "block", "--block-drafter", dflash, "--prompt", "Hi"},
+        {"--drafter", "mtp", "--mtp", mtp, "--prompt", "Hi"},
+        {"--chat-template", "chatml", "--chat", "Hi"}}) {
+    std::vector<std::string> args = {"generate", "-n", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const test::CliResult r = test::run_cli(args);
+    INFO(r.describe());
+    CHECK(r.exit_code == 0);
+  }
+}
+
+TEST_CASE("cli: the text stats line names the drafter and the draft shape asked for", "[model][cli]") {
+  // Regression (2026-12-04): it said "(k = 4, …)" for trees, for the n-gram drafter and when
+  // nothing was drafted, whatever drafted.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--drafter", "none"}, "(plain decoding, "},
+      {{"--drafter", "model", "-k", "3"}, "(model drafter, chain k = 3, "},
+      {{"--drafter", "ngram", "--tree", "dynamic", "--node-budget", "12", "--depth", "4", "--branch", "2"},
+       "(ngram drafter, dynamic tree of 12 nodes, depth 4, branch 2, "}};
+  for (const auto& [extra, want] : cases) {
+    std::vector<std::string> args = {"generate", "--prompt", "Once upon a time", "-n", "4"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const test::CliResult r = test::run_cli(args);
+    INFO(r.describe());
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(want) != std::string::npos);
+  }
+}

@@ -185,3 +185,25 @@ TEST_CASE("walkthrough: calibrate explains that it needs a draft model", "[model
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("needs a draft model") != std::string::npos);
 }
+
+TEST_CASE("cli: calibrate refuses the options of the other drafter kind", "[model][cli]") {
+  // Regression (2026-12-04): --rounds with the draft model, --ranks/--reps/--draft with the
+  // block drafter or MTP head, and the other kind's file were accepted and ignored; the run then
+  // measured for a while with settings the user did not get.
+  const std::string dflash = std::string(SPECCHAT_SOURCE_DIR) + "/tests/data/drafters/dflash-ref.gguf";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--rounds", "3"}, "--rounds applies to --drafter block and mtp"},
+      {{"--block-drafter", dflash}, "--block-drafter applies to --drafter block"},
+      {{"--drafter", "block", "--ranks", "8"}, "--ranks applies to --drafter model"},
+      {{"--drafter", "mtp", "--reps", "3"}, "--reps applies to --drafter model"},
+      {{"--drafter", "block", "--draft", "bundled"}, "--draft applies to --drafter model"},
+      {{"--drafter", "block", "--mtp", dflash}, "--mtp applies to --drafter mtp"}};
+  for (const auto& [extra, message] : cases) {
+    std::vector<std::string> args = {"calibrate", "-n", "8", "--out", "/nonexistent-dir/cal.json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = test::run_cli(args);
+    INFO(r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
+}
