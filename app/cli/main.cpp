@@ -312,6 +312,14 @@ int main(int argc, char** argv) {
   // `--draft ngram` / `--draft none` name a drafter rather than a file (FAULT-KINDS usage).
   if (o.draft == "ngram") o.drafter = "ngram";
   if (o.draft == "none") o.drafter = "none";
+  if (!o.endpoint.empty() || !o.baseline_endpoint.empty()) {  // what a speculative request sends
+    json spec = json::object();
+    if (sub->count("--drafter") > 0 || o.draft == "ngram") spec["drafter"] = o.drafter;
+    if (sub->count("--draft-k") > 0) spec["draft_k"] = o.draft_k;
+    if (sub->count("--tree") > 0) spec["tree"] = o.tree;
+    if (sub->count("--node-budget") > 0) spec["node_budget"] = o.node_budget;
+    if (!spec.empty()) o.remote_spec = spec;
+  }
   // PIPO's own flags mean nothing without --pipo, and PIPO runs locally only: refused, not ignored.
   if (o.pipo.empty() && (sub->count("--pipo-threshold") > 0 || sub->count("--pipo-fidelity") > 0)) {
     std::fprintf(stderr, "error: --pipo-threshold and --pipo-fidelity need --pipo (the approximate PIPO mode)\n");

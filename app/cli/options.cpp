@@ -163,7 +163,12 @@ std::string refused_combination(const CLI::App& sub, const CommonOptions& o) {
     return "--draft " + o.draft + " names a draft model, which only --drafter model uses, but --drafter " + o.drafter +
            " was given: leave one of them out";
   }
-  if (o.drafter == "none" || o.draft == "none") {
+  if (o.pipo.empty() && (given("--pipo-threshold") || given("--pipo-fidelity"))) {
+    return "--pipo-threshold and --pipo-fidelity need --pipo (the approximate PIPO mode)";
+  }
+  // The drafter that runs: --draft none / ngram name one too (main maps them after this check).
+  const std::string drafter = o.draft == "none" || o.draft == "ngram" ? o.draft : o.drafter;
+  if (drafter == "none") {
     for (const char* f : {"--draft-k", "--tree", "--node-budget", "--depth", "--branch", "--no-draft-backoff",
                           "--draft-backend", "--block-drafter", "--mtp"}) {
       if (!given(f) || (std::string(f) == "--draft-k" && o.draft_k == 0)) continue;  // -k 0: plain too
@@ -172,10 +177,42 @@ std::string refused_combination(const CLI::App& sub, const CommonOptions& o) {
     }
   }
   for (const auto& [flag, kind] : {std::pair<const char*, const char*>{"--block-drafter", "block"}, {"--mtp", "mtp"}}) {
-    if (given(flag) && o.drafter != kind) {
-      return std::string(flag) + " is read by --drafter " + kind + " only (the drafter is " + o.drafter +
+    if (given(flag) && drafter != kind) {
+      return std::string(flag) + " is read by --drafter " + kind + " only (the drafter is " + drafter +
              "): add --drafter " + kind + " or leave it out";
     }
+  }
+  // What shapes a draft: a chain's length, a tree's budget (engine/speculative/drafter.h TreeBudget).
+  if (o.tree == "chain") {
+    for (const char* f : {"--node-budget", "--depth", "--branch"}) {
+      if (given(f)) return std::string(f) + " does not apply to --tree chain (a chain is --draft-k tokens long)";
+    }
+  } else if ((o.tree == "dynamic" || o.tree == "optimal") && given("--draft-k") && o.draft_k > 0) {
+    return "--draft-k sets a chain's length; --tree " + o.tree + " is sized by --node-budget and --depth";
+  }
+  if (o.tree == "optimal" && given("--branch")) {
+    return "--branch does not apply to --tree optimal (its shape comes from the calibration)";
+  }
+  if (drafter == "ngram" && given("--no-draft-backoff")) {
+    return "--no-draft-backoff does not apply to --drafter ngram (the n-gram drafter never backs off)";
+  }
+  if (drafter != "model" && drafter != "none" && given("--draft-backend")) {
+    return "--draft-backend places the draft model; --drafter " + drafter + " runs beside the target: leave it out";
+  }
+  if (!o.endpoint.empty() || !o.baseline_endpoint.empty()) {
+    // The server's own models and engine settings run; only what a request can carry is sent.
+    for (const char* f : {"--model", "--kv-type", "--activations", "--block-drafter", "--mtp", "--depth", "--branch",
+                          "--no-draft-backoff", "--ctx", "--threads", "--backend", "--draft-backend",
+                          "--chat-template"}) {
+      if (given(f)) {
+        return std::string(f) + " does not apply to --endpoint (the server's models and settings run; a request " +
+               "carries --drafter, --draft-k, --tree and --node-budget)";
+      }
+    }
+    if (given("--draft") && o.draft != "none" && o.draft != "ngram") {
+      return "--draft " + o.draft + " does not apply to --endpoint (the server's draft model runs)";
+    }
+    if (o.tree == "auto") return "--tree auto does not apply to --endpoint (a request names chain, dynamic or optimal)";
   }
   if (given("--chat-template") && given("--prompt")) {
     return "--chat-template applies to --chat, --messages and chat (a raw --prompt is continued as it is, without a "
@@ -188,6 +225,9 @@ std::string refused_combination(const CLI::App& sub, const CommonOptions& o) {
   }
   if (given("--system") && given("--prompt")) {
     return "--system applies to --chat (a raw --prompt is continued as it is, without a chat template)";
+  }
+  if (given("--system") && given("--messages")) {
+    return "--system applies to --chat (a --messages file carries its own system message, if any)";
   }
   return {};
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct CommonOptions {
   int pipo_fidelity = 0;  // > 0: the fidelity gauge on one step in N (loads the plain target)
   std::string tree = tree_mode_name(SpecSettings{}.tree);             // chain | dynamic | optimal | auto
   int node_budget = SpecSettings{}.node_budget;
+  // --endpoint: the drafting options given (drafter, draft_k, tree, node_budget as our server's
+  // request fields, app/serve/api_request.h), sent with a speculative request; null = none given
+  // (nothing extra is sent: other OpenAI-compatible servers may refuse unknown fields).
+  nlohmann::json remote_spec;
   int depth = SpecSettings{}.depth;
   int branch = SpecSettings{}.branch;
   float temp = 0.0f;

@@ -37,6 +37,7 @@ remote::RemoteRequest remote_request(const CommonOptions& o, int draft_k) {
   r.seed = o.seed;
   r.stop = o.stop;
   r.speculative = draft_k > 0;
+  if (r.speculative && o.remote_spec.is_object()) r.extra = o.remote_spec;
   return r;
 }
 

@@ -65,9 +65,9 @@ std::string stats_line(const GenerationStats& s, const SpecConfig& spec) {
   char buf[640];
   std::snprintf(buf, sizeof buf,
                 "%d tokens, %.1f tokens/s, TTFT %.1f ms, TPOT %.2f ms, drafted %d, accepted %d, "
-                "α %.3f, τ %.2f (%s, %d steps)",
+                "α %.3f, τ %.2f (%s, %d step%s)",
                 s.n_generated, s.tokens_per_s(), s.ttft_ms, s.tpot_ms(), s.n_drafted, s.n_accepted,
-                s.acceptance_rate(), s.mean_accepted_length(), shape, s.n_steps);
+                s.acceptance_rate(), s.mean_accepted_length(), shape, s.n_steps, s.n_steps == 1 ? "" : "s");
   return buf;
 }
 

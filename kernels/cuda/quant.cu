@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace specchat::cuda {
 namespace {
@@ -81,6 +82,18 @@ void check_block(DType t, int64_t n, const char* what) {
   }
 }
 
+// Calls f(std::integral_constant<DType, T>{}) for the block type t (checked by check_block).
+template <class F>
+void for_block_type(DType t, F&& f) {
+  switch (t) {
+    case DType::q8_0: f(std::integral_constant<DType, DType::q8_0>{}); break;
+    case DType::q4_0: f(std::integral_constant<DType, DType::q4_0>{}); break;
+    case DType::q4_k: f(std::integral_constant<DType, DType::q4_k>{}); break;
+    case DType::q5_k: f(std::integral_constant<DType, DType::q5_k>{}); break;
+    default: f(std::integral_constant<DType, DType::q6_k>{}); break;
+  }
+}
+
 template <DType T, bool kVec>
 void launch_matmul_as(const float* x, const void* w, float* y, int n_tokens, int n_in, int n_out, cudaStream_t stream) {
   const int warps_per_block = detail::kBlock / 32;
@@ -113,13 +126,9 @@ void dequantize(const void* src, DType t, float* dst, int64_t n, cudaStream_t st
   if (n == 0) return;
   const auto* s = static_cast<const uint8_t*>(src);
   const unsigned grid = detail::grid_for(n);
-  switch (t) {
-    case DType::q8_0: dequantize_kernel<DType::q8_0><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
-    case DType::q4_0: dequantize_kernel<DType::q4_0><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
-    case DType::q4_k: dequantize_kernel<DType::q4_k><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
-    case DType::q5_k: dequantize_kernel<DType::q5_k><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
-    default: dequantize_kernel<DType::q6_k><<<grid, detail::kBlock, 0, stream>>>(s, dst, n); break;
-  }
+  for_block_type(t, [&](auto tag) {
+    dequantize_kernel<decltype(tag)::value><<<grid, detail::kBlock, 0, stream>>>(s, dst, n);
+  });
   SPECCHAT_CUDA_CHECK_LAUNCH();
 }
 
@@ -129,13 +138,9 @@ void dequantize_f16(const void* src, DType t, void* dst, int64_t n, cudaStream_t
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<__half*>(dst);
   const unsigned grid = detail::grid_for(n);
-  switch (t) {
-    case DType::q8_0: dequantize_f16_kernel<DType::q8_0><<<grid, detail::kBlock, 0, stream>>>(s, d, n); break;
-    case DType::q4_0: dequantize_f16_kernel<DType::q4_0><<<grid, detail::kBlock, 0, stream>>>(s, d, n); break;
-    case DType::q4_k: dequantize_f16_kernel<DType::q4_k><<<grid, detail::kBlock, 0, stream>>>(s, d, n); break;
-    case DType::q5_k: dequantize_f16_kernel<DType::q5_k><<<grid, detail::kBlock, 0, stream>>>(s, d, n); break;
-    default: dequantize_f16_kernel<DType::q6_k><<<grid, detail::kBlock, 0, stream>>>(s, d, n); break;
-  }
+  for_block_type(t, [&](auto tag) {
+    dequantize_f16_kernel<decltype(tag)::value><<<grid, detail::kBlock, 0, stream>>>(s, d, n);
+  });
   SPECCHAT_CUDA_CHECK_LAUNCH();
 }
 
@@ -145,13 +150,9 @@ void embedding_gather_quant(const void* table, DType dtype, const int32_t* ids, 
   if (n_tokens <= 0 || d_model == 0) return;
   const auto* tb = static_cast<const uint8_t*>(table);
   const dim3 grid(static_cast<unsigned>(n_tokens));
-  switch (dtype) {
-    case DType::q8_0: embedding_quant_kernel<DType::q8_0><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model); break;
-    case DType::q4_0: embedding_quant_kernel<DType::q4_0><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model); break;
-    case DType::q4_k: embedding_quant_kernel<DType::q4_k><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model); break;
-    case DType::q5_k: embedding_quant_kernel<DType::q5_k><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model); break;
-    default: embedding_quant_kernel<DType::q6_k><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model); break;
-  }
+  for_block_type(dtype, [&](auto tag) {
+    embedding_quant_kernel<decltype(tag)::value><<<grid, detail::kBlock, 0, stream>>>(tb, ids, out, d_model);
+  });
   SPECCHAT_CUDA_CHECK_LAUNCH();
 }
 
@@ -160,13 +161,9 @@ void quant_matmul(const float* x, const void* w, DType w_type, float* y, int n_t
   check_block(w_type, n_in, "cuda::quant_matmul");
   if (n_tokens < 0 || n_out < 0) throw std::invalid_argument("cuda::quant_matmul: negative size");
   if (n_tokens == 0 || n_out == 0) return;
-  switch (w_type) {
-    case DType::q8_0: launch_matmul<DType::q8_0>(x, w, y, n_tokens, n_in, n_out, stream); break;
-    case DType::q4_0: launch_matmul<DType::q4_0>(x, w, y, n_tokens, n_in, n_out, stream); break;
-    case DType::q4_k: launch_matmul<DType::q4_k>(x, w, y, n_tokens, n_in, n_out, stream); break;
-    case DType::q5_k: launch_matmul<DType::q5_k>(x, w, y, n_tokens, n_in, n_out, stream); break;
-    default: launch_matmul<DType::q6_k>(x, w, y, n_tokens, n_in, n_out, stream); break;
-  }
+  for_block_type(w_type, [&](auto tag) {
+    launch_matmul<decltype(tag)::value>(x, w, y, n_tokens, n_in, n_out, stream);
+  });
 }
 
 }  // namespace specchat::cuda

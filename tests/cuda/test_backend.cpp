@@ -66,6 +66,20 @@ GenerationResult generate(LlamaModel& target, LlamaModel* draft, const GenerateR
   return g.generate(req);
 }
 
+// A small llama shape (widths not multiples of 32) for random-weight models on both backends.
+ModelConfig small_random_config() {
+  ModelConfig c;
+  c.n_vocab = 301;
+  c.d_model = 200;
+  c.n_layer = 3;
+  c.n_head = 5;
+  c.n_head_kv = 5;
+  c.head_dim = 40;
+  c.d_ff = 333;
+  c.n_ctx_train = 64;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("GPU logits match the CPU backend on the bundled models", "[cuda][backend]") {
@@ -96,15 +110,7 @@ TEST_CASE("GPU logits match the CPU backend on the bundled models", "[cuda][back
 }
 
 TEST_CASE("a random model is the same on the GPU and the CPU", "[cuda][backend]") {
-  ModelConfig c;
-  c.n_vocab = 301;
-  c.d_model = 200;
-  c.n_layer = 3;
-  c.n_head = 5;
-  c.n_head_kv = 5;
-  c.head_dim = 40;
-  c.d_ff = 333;
-  c.n_ctx_train = 64;
+  const ModelConfig c = small_random_config();
   LlamaModel::Options o;
   auto cpu = LlamaModel::random(c, o, 99);
   o.backend = BackendKind::cuda;
@@ -116,15 +122,7 @@ TEST_CASE("a random model is the same on the GPU and the CPU", "[cuda][backend]"
 }
 
 TEST_CASE("GPU per-operation profile: device time per op, logits unchanged, nothing recorded once stopped", "[cuda][backend]") {
-  ModelConfig c;
-  c.n_vocab = 301;
-  c.d_model = 200;
-  c.n_layer = 3;
-  c.n_head = 5;
-  c.n_head_kv = 5;
-  c.head_dim = 40;
-  c.d_ff = 333;
-  c.n_ctx_train = 64;
+  const ModelConfig c = small_random_config();
   LlamaModel::Options o;
   o.backend = BackendKind::cuda;
   auto gpu = LlamaModel::random(c, o, 7);

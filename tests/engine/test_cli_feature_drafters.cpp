@@ -17,6 +17,20 @@ namespace fs = std::filesystem;
 
 namespace {
 std::string data(const std::string& rel) { return std::string(SPECCHAT_SOURCE_DIR) + "/tests/data/" + rel; }
+
+using RefusedCases = std::vector<std::pair<std::vector<std::string>, std::string>>;
+
+// `generate --prompt Hi -n 2` plus each case's options must exit 2 with its message on stderr.
+void check_generate_refuses(const RefusedCases& cases) {
+  for (const auto& [extra, message] : cases) {
+    std::vector<std::string> args = {"generate", "--prompt", "Hi", "-n", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const test::CliResult r = test::run_cli(args);
+    INFO(r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
+}
 }  // namespace
 
 TEST_CASE("cli: --drafter mtp / block with the reference drafters give the baseline's greedy tokens", "[model][cli][features]") {
@@ -107,20 +121,13 @@ TEST_CASE("cli: --draft none or ngram with another --drafter is refused not igno
 
 TEST_CASE("cli: a draft model with another --drafter and remote options without --endpoint are refused", "[model][cli][features]") {
   // Regression (a break-it pass): each was accepted and ignored.
-  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+  const RefusedCases cases = {
       {{"--draft", test::draft_model(), "--drafter", "ngram"}, "only --drafter model uses"},
       {{"--draft", "bundled", "--drafter", "block"}, "only --drafter model uses"},
       {{"--api-key", "k"}, "--api-key needs --endpoint"},
       {{"--remote-model", "m"}, "--remote-model needs --endpoint"},
       {{"--system", "Be brief."}, "--system applies to --chat"}};
-  for (const auto& [extra, message] : cases) {
-    std::vector<std::string> args = {"generate", "--prompt", "Hi", "-n", "2"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const test::CliResult r = test::run_cli(args);
-    INFO(r.describe());
-    CHECK(r.exit_code == 2);
-    CHECK(r.err.find(message) != std::string::npos);
-  }
+  check_generate_refuses(cases);
   const test::CliResult ok = test::run_cli({"generate", "--draft", "bundled", "--drafter", "model", "--prompt", "Hi", "-n", "2"});
   INFO(ok.describe());
   CHECK(ok.exit_code == 0);
@@ -156,7 +163,7 @@ TEST_CASE("cli: drafting options with plain decoding and a drafter's file with a
   // decoded plainly; `--block-drafter F` alone ran the draft model; `--chat-template` with a raw
   // --prompt rendered nothing).
   const std::string dflash = data("drafters/dflash-ref.gguf"), mtp = data("drafters/mtp-ref.gguf");
-  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+  const RefusedCases cases = {
       {{"--drafter", "none", "--draft-k", "4"}, "--draft-k does not apply to plain decoding"},
       {{"--draft", "none", "--tree", "dynamic"}, "--tree does not apply to plain decoding"},
       {{"--drafter", "none", "--node-budget", "8"}, "--node-budget does not apply to plain decoding"},
@@ -164,14 +171,22 @@ TEST_CASE("cli: drafting options with plain decoding and a drafter's file with a
       {{"--drafter", "none", "--draft-backend", "cpu"}, "--draft-backend does not apply to plain decoding"},
       {{"--block-drafter", dflash}, "--block-drafter is read by --drafter block only"},
       {{"--drafter", "ngram", "--mtp", mtp}, "--mtp is read by --drafter mtp only"},
-      {{"--chat-template", "chatml"}, "--chat-template applies to --chat"}};
-  for (const auto& [extra, message] : cases) {
-    std::vector<std::string> args = {"generate", "--prompt", "Hi", "-n", "2"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const test::CliResult r = test::run_cli(args);
+      {{"--chat-template", "chatml"}, "--chat-template applies to --chat"},
+      // A second break-it pass (2026-12-04): more options a mode ignored.
+      {{"--draft", "ngram", "--mtp", mtp}, "(the drafter is ngram)"},
+      {{"--tree", "chain", "--node-budget", "8"}, "--node-budget does not apply to --tree chain"},
+      {{"--tree", "chain", "--branch", "2"}, "--branch does not apply to --tree chain"},
+      {{"--tree", "dynamic", "-k", "7"}, "--draft-k sets a chain's length"},
+      {{"--tree", "optimal", "--branch", "7"}, "--branch does not apply to --tree optimal"},
+      {{"--drafter", "ngram", "--no-draft-backoff"}, "--no-draft-backoff does not apply to --drafter ngram"},
+      {{"--drafter", "ngram", "--draft-backend", "cpu"}, "--draft-backend places the draft model"}};
+  check_generate_refuses(cases);
+  {  // --messages excludes --prompt, so not through check_generate_refuses
+    const test::CliResult r =
+        test::run_cli({"generate", "-n", "2", "--messages", "/nonexistent/messages.json", "--system", "Be brief."});
     INFO(r.describe());
     CHECK(r.exit_code == 2);
-    CHECK(r.err.find(message) != std::string::npos);
+    CHECK(r.err.find("--system applies to --chat") != std::string::npos);
   }
   // Consistent combinations still run: plain decoding with -k 0, each drafter with its own file,
   // a chat template with --chat.
@@ -203,5 +218,15 @@ TEST_CASE("cli: the text stats line names the drafter and the draft shape asked 
     INFO(r.describe());
     REQUIRE(r.exit_code == 0);
     CHECK(r.out.find(want) != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: chat refuses the PIPO options without --pipo as generate does", "[model][cli]") {
+  // Regression (a break-it pass, 2026-12-04): chat accepted and ignored them.
+  for (const char* f : {"--pipo-threshold", "--pipo-fidelity"}) {
+    const test::CliResult r = test::run_cli({"chat", "-n", "2", f, "1"}, 180, "/dev/null");
+    INFO(r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("need --pipo") != std::string::npos);
   }
 }

@@ -84,6 +84,20 @@ def main():
             out = p.stdout.decode()
             assert out.startswith(local_p["text"]), (out, local_p["text"])
             assert "drafted" in out and "server timings" in out
+            # drafting options go to the server (regression, 2026-12-04: they were ignored and the
+            # server drafted its default chain of 4: 12 drafts for 8 tokens); k = 1 drafts at
+            # most one token a step
+            p = run_cli("--endpoint", srv.url, "--chat", CHAT, "-n", "8", "--json", "-k", "1",
+                        env={"SPECCHAT_API_KEY": "k123"})
+            assert p.returncode == 0, p.stderr.decode()
+            j = json.loads(p.stdout)
+            assert 0 < j["drafted"] <= j["n_generated"], j
+            # options of the local engine are refused, not ignored
+            for extra in (["--model", "/nonexistent.gguf"], ["--ctx", "64"], ["--tree", "auto"],
+                          ["--draft", "/nonexistent.gguf"], ["--chat-template", "llama2"]):
+                p = run_cli("--endpoint", srv.url, "--chat", CHAT, "-n", "4", *extra,
+                            env={"SPECCHAT_API_KEY": "k123"})
+                assert p.returncode == 2 and b"does not apply to --endpoint" in p.stderr, (extra, p.stderr)
             # without the key: exit 1 and the server's message
             p = run_cli("--endpoint", srv.url, "--chat", CHAT, "-n", "4")
             assert p.returncode == 1 and b"401" in p.stderr, p.stderr
