@@ -110,17 +110,34 @@ std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::s
   return out;
 }
 
+std::string refused_bench_combination(const CLI::App& bench, const BenchOptions& o) {
+  const auto given = [&](const char* flag) {
+    const CLI::Option* opt = bench.get_option_no_throw(flag);
+    return opt != nullptr && opt->count() > 0;
+  };
+  if (!o.suite.empty() && (o.profile || o.verify_cost)) return "--suite cannot be combined with --profile or --verify-cost";
+  if (!o.suite.empty()) return {};
+  if (!o.common.endpoint.empty()) return "bench --endpoint needs --suite (the SPEED-Bench-style sweep)";
+  if (o.concurrency_list.size() > 1) return "several --concurrency levels need --suite";
+  const bool concurrency = !o.concurrency_list.empty() && o.concurrency_list.front() > 0;
+  if (o.profile && (o.verify_cost || concurrency)) {
+    return "bench --profile cannot be combined with --verify-cost or --concurrency";
+  }
+  // The variants of the default run (--budgets, --chain-k) and its draft model, in other modes.
+  const char* mode = o.profile ? "--profile" : o.verify_cost ? "--verify-cost" : nullptr;
+  if (mode) {
+    for (const char* f : {"--budgets", "--chain-k"}) {
+      if (given(f)) return std::string(f) + " does not apply to " + mode + " (" + (o.profile ? "--profile-k" : "its own row counts") + " sets what runs)";
+    }
+  }
+  if (o.verify_cost && given("--draft")) return "--draft does not apply to --verify-cost (it times the target alone)";
+  if (concurrency && given("--budgets")) return "--budgets does not apply to --concurrency (it runs chains of --chain-k)";
+  return {};
+}
+
 int cmd_bench(BenchOptions& o) {
-  if (!o.suite.empty() && (o.profile || o.verify_cost)) {
-    throw std::runtime_error("--suite cannot be combined with --profile or --verify-cost");
-  }
   if (!o.suite.empty()) return cmd_bench_suite(o);
-  if (!o.common.endpoint.empty()) throw std::runtime_error("bench --endpoint needs --suite (the SPEED-Bench-style sweep)");
-  if (o.concurrency_list.size() > 1) throw std::runtime_error("several --concurrency levels need --suite");
   if (!o.concurrency_list.empty()) o.concurrency = o.concurrency_list.front();
-  if (o.profile && (o.verify_cost || o.concurrency > 0)) {
-    throw std::runtime_error("bench --profile cannot be combined with --verify-cost or --concurrency");
-  }
   if (o.verify_cost) return cmd_bench_verify(o);
   if (o.profile) return cmd_bench_profile(o);
   if (o.concurrency > 0) return cmd_bench_concurrency(o);

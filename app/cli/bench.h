@@ -59,6 +59,11 @@ std::vector<std::pair<std::string, std::string>> load_bench_prompts(const std::s
 // Runs every configuration on every prompt, interleaved per prompt (so machine noise hits all
 // alike), checks token identity with the baseline at T = 0, prints a table, and writes the JSON
 // report when asked. Returns 0, or 1 when any configuration differed from baseline at T = 0.
+// Why the options given to `bench` (after parsing into o) contradict each other, or "" when they
+// do not: --suite with --profile/--verify-cost, --endpoint or several --concurrency levels
+// without --suite, --profile with --verify-cost/--concurrency, and options of the default run
+// (--budgets, --chain-k, --draft) in a mode that ignores them. main refuses them (exit 2).
+std::string refused_bench_combination(const CLI::App& bench, const BenchOptions& o);
 int cmd_bench(BenchOptions& o);
 
 // `bench --suite FILE`: every prompt × --configs × --concurrency levels × --repeat on one Engine

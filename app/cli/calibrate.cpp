@@ -86,6 +86,9 @@ std::string refused_calibrate_combination(const CLI::App& cal, const CalibrateOp
     return opt != nullptr && opt->count() > 0;
   };
   const bool model = o.drafter == "model";
+  if (model && (o.draft == "ngram" || o.draft == "none")) {
+    return "calibrate needs a draft model (a GGUF file or 'bundled'), not '" + o.draft + "'";
+  }
   for (const char* f : {"--ranks", "--reps", "--draft"}) {
     if (!model && given(f)) {
       return std::string(f) + " applies to --drafter model (the draft model's calibration), not --drafter " +

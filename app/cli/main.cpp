@@ -258,6 +258,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: --profile-k needs --profile\n");
       return 2;
     }
+    if (const std::string why = cli::refused_bench_combination(*bench, bench_o); !why.empty()) {
+      std::fprintf(stderr, "error: %s\n", why.c_str());
+      return 2;
+    }
     try {
       return cli::cmd_bench(bench_o);
     } catch (const std::exception& e) {

@@ -182,7 +182,7 @@ TEST_CASE("walkthrough: calibrate --model X calibrates the draft generate --mode
 TEST_CASE("walkthrough: calibrate explains that it needs a draft model", "[model][cli]") {
   const auto r = test::run_cli({"calibrate", "--draft", "ngram", "--out", "/tmp/specchat-never-written.json"});
   INFO(r.describe());
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 2);  // a usage error, refused before anything loads (was 1)
   CHECK(r.err.find("needs a draft model") != std::string::npos);
 }
 
@@ -197,7 +197,9 @@ TEST_CASE("cli: calibrate refuses the options of the other drafter kind", "[mode
       {{"--drafter", "block", "--ranks", "8"}, "--ranks applies to --drafter model"},
       {{"--drafter", "mtp", "--reps", "3"}, "--reps applies to --drafter model"},
       {{"--drafter", "block", "--draft", "bundled"}, "--draft applies to --drafter model"},
-      {{"--drafter", "block", "--mtp", dflash}, "--mtp applies to --drafter mtp"}};
+      {{"--drafter", "block", "--mtp", dflash}, "--mtp applies to --drafter mtp"},
+      {{"--draft", "none"}, "calibrate needs a draft model"},  // was exit 1 after loading
+      {{"--draft", "ngram"}, "calibrate needs a draft model"}};
   for (const auto& [extra, message] : cases) {
     std::vector<std::string> args = {"calibrate", "-n", "8", "--out", "/nonexistent-dir/cal.json"};
     args.insert(args.end(), extra.begin(), extra.end());

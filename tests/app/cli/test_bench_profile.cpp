@@ -78,7 +78,21 @@ TEST_CASE("bench --profile: a bad prompts file is named in the error, and combin
         std::vector<std::string>{"bench", "--profile", "--suite", "qualitative"}}) {
     const auto r = test::run_cli(args);
     INFO(r.describe());
-    CHECK(r.exit_code == 1);
+    CHECK(r.exit_code == 2);  // a usage error (it was 1, a runtime error: a break-it pass, 2026-12-04)
     CHECK(r.err.find("cannot be combined") != std::string::npos);
+  }
+  // Options a mode would ignore (a break-it pass, 2026-12-04): refused with exit 2.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> ignored = {
+      {{"bench", "--concurrency", "2,4"}, "several --concurrency levels need --suite"},
+      {{"bench", "--profile", "--budgets", "4"}, "--budgets does not apply to --profile"},
+      {{"bench", "--profile", "--chain-k", "2"}, "--chain-k does not apply to --profile"},
+      {{"bench", "--verify-cost", "--chain-k", "3"}, "--chain-k does not apply to --verify-cost"},
+      {{"bench", "--verify-cost", "--draft", "bundled"}, "--draft does not apply to --verify-cost"},
+      {{"bench", "--concurrency", "2", "--budgets", "4"}, "--budgets does not apply to --concurrency"}};
+  for (const auto& [args, message] : ignored) {
+    const auto r = test::run_cli(args);
+    INFO(r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
   }
 }
