@@ -127,7 +127,10 @@ std::string refused_bench_combination(const CLI::App& bench, const BenchOptions&
   const char* mode = o.profile ? "--profile" : o.verify_cost ? "--verify-cost" : nullptr;
   if (mode) {
     for (const char* f : {"--budgets", "--chain-k"}) {
-      if (given(f)) return std::string(f) + " does not apply to " + mode + " (" + (o.profile ? "--profile-k" : "its own row counts") + " sets what runs)";
+      if (given(f)) {
+        return std::string(f) + " does not apply to " + mode + " (" +
+               (o.profile ? "--profile-k sets the chain profiled" : "it times its own row counts") + ")";
+      }
     }
   }
   if (o.verify_cost && given("--draft")) return "--draft does not apply to --verify-cost (it times the target alone)";

@@ -183,12 +183,17 @@ std::string refused_combination(const CLI::App& sub, const CommonOptions& o) {
     }
   }
   // What shapes a draft: a chain's length, a tree's budget (engine/speculative/drafter.h TreeBudget).
-  if (o.tree == "chain") {
+  // With --endpoint and no --tree the server's default shape applies, which this CLI cannot see.
+  const bool remote = !o.endpoint.empty() || !o.baseline_endpoint.empty();
+  if (remote && !given("--tree")) {
+    // nothing to judge the shape options against
+  } else if (o.tree == "chain") {
     for (const char* f : {"--node-budget", "--depth", "--branch"}) {
       if (given(f)) return std::string(f) + " does not apply to --tree chain (a chain is --draft-k tokens long)";
     }
-  } else if ((o.tree == "dynamic" || o.tree == "optimal") && given("--draft-k") && o.draft_k > 0) {
-    return "--draft-k sets a chain's length; --tree " + o.tree + " is sized by --node-budget and --depth";
+  } else if (given("--draft-k") && o.draft_k > 0) {  // dynamic, optimal or auto
+    return "--draft-k sets a chain's length; --tree " + o.tree +
+           (o.tree == "auto" ? " chooses the shape from measured timings" : " is sized by --node-budget and --depth");
   }
   if (o.tree == "optimal" && given("--branch")) {
     return "--branch does not apply to --tree optimal (its shape comes from the calibration)";

@@ -177,6 +177,7 @@ TEST_CASE("cli: drafting options with plain decoding and a drafter's file with a
       {{"--tree", "chain", "--node-budget", "8"}, "--node-budget does not apply to --tree chain"},
       {{"--tree", "chain", "--branch", "2"}, "--branch does not apply to --tree chain"},
       {{"--tree", "dynamic", "-k", "7"}, "--draft-k sets a chain's length"},
+      {{"--tree", "auto", "-k", "9"}, "--draft-k sets a chain's length"},
       {{"--tree", "optimal", "--branch", "7"}, "--branch does not apply to --tree optimal"},
       {{"--drafter", "ngram", "--no-draft-backoff"}, "--no-draft-backoff does not apply to --drafter ngram"},
       {{"--drafter", "ngram", "--draft-backend", "cpu"}, "--draft-backend places the draft model"}};

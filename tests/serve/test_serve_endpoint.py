@@ -92,6 +92,11 @@ def main():
             assert p.returncode == 0, p.stderr.decode()
             j = json.loads(p.stdout)
             assert 0 < j["drafted"] <= j["n_generated"], j
+            # without --tree the server's own default shape applies, so a node budget alone is sent,
+            # not judged against this CLI's default chain (regression, 2026-12-04: refused)
+            p = run_cli("--endpoint", srv.url, "--chat", CHAT, "-n", "4", "--node-budget", "6",
+                        env={"SPECCHAT_API_KEY": "k123"})
+            assert p.returncode == 0, p.stderr.decode()
             # options of the local engine are refused, not ignored
             for extra in (["--model", "/nonexistent.gguf"], ["--ctx", "64"], ["--tree", "auto"],
                           ["--draft", "/nonexistent.gguf"], ["--chat-template", "llama2"]):
