@@ -41,16 +41,20 @@ def main():
                 errors.append(f"{i}: {e}")
 
         def concurrent_streams():
-            stop = threading.Event()
+            stop, watching = threading.Event(), threading.Event()
 
             def watch():
                 with httpx.Client(base_url=srv.url, timeout=10) as cw:
                     while not stop.is_set():
                         peak[0] = max(peak[0], metric(cw.get("/metrics").text, "specchat:requests_processing"))
+                        watching.set()
                         time.sleep(0.01)
 
             w = threading.Thread(target=watch)
             w.start()
+            # The streams start once the watcher has polled: on a busy machine its first poll
+            # once came after every stream had ended (CI, 2026-12-04: "never ran together").
+            assert watching.wait(timeout=30), "the /metrics watcher never polled"
             threads = [threading.Thread(target=run, args=(i,)) for i in range(len(bodies))]
             for t in threads:
                 t.start()
