@@ -5,6 +5,8 @@
 //       bandwidth, tree verification (1, 8, 16, 32, 64 nodes) relative to a 1-token decode
 //   (c) bundled pair: GPU vs CPU logits, greedy speculative == baseline on the GPU (chain and
 //       tree), draft on GPU vs CPU
+//   (d) every drafter (draft model, DFlash block drafter, MTP head) on the held-out prompts:
+//       tau and decode tokens/s against plain decoding (issue 13's table), identity checked
 // Exit codes: 0 all checks passed, 1 a check failed, 2 bad arguments or no usable device,
 // 3 a device or engine error. Depends only on the engine and kernels (no tokenizer, Qt,
 // SQLite, CLI11 or JSON library: the GPU machine has none of them).
@@ -22,12 +24,17 @@ namespace {
 
 void usage() {
   std::printf(
-      "usage: specchat-gpu-bench [--json PATH] [--models DIR] [--no-7b] [--only ops|models|pair]\n"
-      "  --json PATH   also write the results as JSON\n"
-      "  --models DIR  where specchat-target.gguf and specchat-draft.gguf are\n"
-      "                (default: $SPECCHAT_MODELS, else resources/models)\n"
-      "  --no-7b       skip the random 7B-shaped model (needs ~17 GB of device memory)\n"
-      "  --only S      run one section\n");
+      "usage: specchat-gpu-bench [--json PATH] [--models DIR] [--no-7b] [--only ops|models|pair|spec]\n"
+      "                          [--prompts FILE] [--max-prompts N] [-n N] [--backend cuda|cpu]\n"
+      "  --json PATH        also write the results as JSON\n"
+      "  --models DIR       where specchat-{target,draft,dflash,mtp}.gguf are\n"
+      "                     (default: $SPECCHAT_MODELS, else resources/models)\n"
+      "  --no-7b            skip the random 7B-shaped model (needs ~17 GB of device memory)\n"
+      "  --only S           run one section\n"
+      "  --prompts FILE     section spec: pre-encoded prompts (default resources/bench/heldout-prompt-ids.txt)\n"
+      "  --max-prompts N    section spec: the first N prompts (default 12)\n"
+      "  -n N               section spec: tokens per prompt and configuration (default 64)\n"
+      "  --backend cpu      section spec only: the target on the CPU (the same table without a device)\n");
 }
 
 }  // namespace
@@ -36,6 +43,20 @@ int main(int argc, char** argv) {
   std::string json_path, only;
   std::string models = std::getenv("SPECCHAT_MODELS") ? std::getenv("SPECCHAT_MODELS") : "resources/models";
   bool with_7b = true;
+  specchat::bench::SpecRun spec;
+  spec.prompts_path = "resources/bench/heldout-prompt-ids.txt";
+  std::string backend = "cuda";
+  // A whole number in [lo, hi] or exit 2.
+  auto count = [](const std::string& flag, const std::string& v, int lo, int hi) {
+    try {
+      size_t used = 0;
+      const long x = std::stol(v, &used);
+      if (used == v.size() && x >= lo && x <= hi) return static_cast<int>(x);
+    } catch (const std::exception&) {
+    }
+    std::fprintf(stderr, "specchat-gpu-bench: %s takes a whole number in [%d, %d], not '%s'\n", flag.c_str(), lo, hi, v.c_str());
+    std::exit(2);
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -49,6 +70,10 @@ int main(int argc, char** argv) {
     else if (a == "--models") models = value();
     else if (a == "--no-7b") with_7b = false;
     else if (a == "--only") only = value();
+    else if (a == "--prompts") spec.prompts_path = value();
+    else if (a == "--max-prompts") spec.max_prompts = count(a, value(), 1, 1000);
+    else if (a == "-n") spec.n = count(a, value(), 1, 4096);
+    else if (a == "--backend") backend = value();
     else if (a == "--help" || a == "-h") {
       usage();
       return 0;
@@ -58,12 +83,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!only.empty() && only != "ops" && only != "models" && only != "pair") {
-    std::fprintf(stderr, "specchat-gpu-bench: --only takes ops, models or pair\n");
+  if (!only.empty() && only != "ops" && only != "models" && only != "pair" && only != "spec") {
+    std::fprintf(stderr, "specchat-gpu-bench: --only takes ops, models, pair or spec\n");
     return 2;
   }
+  if (backend != "cuda" && backend != "cpu") {
+    std::fprintf(stderr, "specchat-gpu-bench: --backend takes cuda or cpu\n");
+    return 2;
+  }
+  if (backend == "cpu" && only != "spec") {
+    std::fprintf(stderr, "specchat-gpu-bench: --backend cpu runs section spec only (add --only spec)\n");
+    return 2;
+  }
+  spec.models_dir = models;
+  spec.backend = backend == "cpu" ? specchat::BackendKind::cpu : specchat::BackendKind::cuda;
   std::string why;
-  if (!specchat::cuda::device_available(&why)) {
+  if (spec.backend == specchat::BackendKind::cuda && !specchat::cuda::device_available(&why)) {
     std::fprintf(stderr, "specchat-gpu-bench: no usable CUDA device: %s\n", why.c_str());
     return 2;
   }
@@ -74,6 +109,7 @@ int main(int argc, char** argv) {
     if (only.empty() || only == "ops") ok = specchat::bench::bench_ops(rep) && ok;
     if (only.empty() || only == "models") ok = specchat::bench::bench_models(rep, models, with_7b) && ok;
     if (only.empty() || only == "pair") ok = specchat::bench::bench_pair(rep, models) && ok;
+    if (only.empty() || only == "spec") ok = specchat::bench::bench_spec(rep, spec) && ok;
     rc = ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "specchat-gpu-bench: error: %s\n", e.what());
