@@ -2,6 +2,7 @@
 #include "app/cli/data_files.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -134,11 +135,29 @@ std::string refused_bench_combination(const CLI::App& bench, const BenchOptions&
     }
   }
   if (o.verify_cost && given("--draft")) return "--draft does not apply to --verify-cost (it times the target alone)";
+  if (o.verify_cost && given("--prompts")) {
+    return "--prompts does not apply to --verify-cost (it times forwards after a fixed prefix of up to 256 tokens)";
+  }
   if (concurrency && given("--budgets")) return "--budgets does not apply to --concurrency (it runs chains of --chain-k)";
   return {};
 }
 
+// Fails before any measuring when the report cannot be written to `path` (a folder, a missing
+// or read-only folder, a read-only file): the report is written only after the whole run.
+void check_report_output(const std::string& path) {
+  namespace fs = std::filesystem;
+  const auto refuse = [&](const std::string& why) { throw std::runtime_error("cannot write the report to " + path + ": " + why); };
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) refuse("it is a folder (give a file name)");
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) refuse("the folder " + dir.string() + " does not exist");
+  const bool existed = fs::exists(path, ec);
+  if (!std::ofstream(path, std::ios::app)) refuse(existed ? "the file is not writable" : "it cannot be created there");
+  if (!existed) fs::remove(path, ec);
+}
+
 int cmd_bench(BenchOptions& o) {
+  if (!o.out.empty()) check_report_output(o.out);
   if (!o.suite.empty()) return cmd_bench_suite(o);
   if (!o.concurrency_list.empty()) o.concurrency = o.concurrency_list.front();
   if (o.verify_cost) return cmd_bench_verify(o);
@@ -173,9 +192,18 @@ int cmd_bench(BenchOptions& o) {
   };
   std::vector<Config> cfgs;
   cfgs.push_back(make("baseline", 0, "chain", 1, 1, "none"));
-  for (int k : o.chain_ks) cfgs.push_back(make("chain", k, "chain", k, 1, "model"));
-  for (int b : o.budgets) cfgs.push_back(make("dynamic", b, "dynamic", std::min(b, 6), b >= 16 ? 4 : 2, "model"));
-  for (int b : o.budgets) cfgs.push_back(make("optimal", b, "optimal", std::min(b, 8), 1, "model"));
+  // Without a draft model (--draft none or ngram) its rows would be plain decoding under a
+  // chain or tree label: left out.
+  const bool model_rows = pair.draft != nullptr;
+  if (!model_rows) {
+    std::fprintf(stderr, "note: no draft model (--draft %s): the draft-model rows (chain, dynamic, optimal) are left out\n",
+                 c.draft.c_str());
+  }
+  if (model_rows) {
+    for (int k : o.chain_ks) cfgs.push_back(make("chain", k, "chain", k, 1, "model"));
+    for (int b : o.budgets) cfgs.push_back(make("dynamic", b, "dynamic", std::min(b, 6), b >= 16 ? 4 : 2, "model"));
+    for (int b : o.budgets) cfgs.push_back(make("optimal", b, "optimal", std::min(b, 8), 1, "model"));
+  }
   for (int b : {8, 16}) cfgs.push_back(make("ngram", b, b == 8 ? "chain" : "dynamic", 8, 3, "ngram"));
   // The drafters that read the target's hidden states, when files beside the target bind to it
   // (or --block-drafter / --mtp name them): block chains of the --chain-k lengths and of B − 1
@@ -214,7 +242,7 @@ int cmd_bench(BenchOptions& o) {
   }
   std::vector<Config> rcfgs;
   rcfgs.push_back(make("baseline", 0, "chain", 1, 1, "none"));
-  rcfgs.push_back(make("chain", 4, "chain", 4, 1, "model"));
+  if (model_rows) rcfgs.push_back(make("chain", 4, "chain", 4, 1, "model"));
   for (int b : {8, 16}) rcfgs.push_back(make("ngram", b, b == 8 ? "chain" : "dynamic", 8, 3, "ngram"));
   for (Config& rc : rcfgs) rc.name = "repeat " + rc.name;
 

@@ -210,6 +210,22 @@ int main(int argc, char** argv) {
   cli::BenchSuiteGenOptions bgen_o;
   CLI::App* bgen = app.add_subcommand("bench-suite", "generate the throughput suite (input-length buckets x entropy tiers)");
   cli::add_bench_suite_gen_options(*bgen, bgen_o);
+  // CLI11 reads an unknown first word as a stray positional and says only "A subcommand is
+  // required": name it and the subcommands there are.
+  if (argc > 1 && argv[1][0] != '-') {
+    const CLI::App& all = app;
+    std::string names;
+    bool known = false;
+    for (const CLI::App* s : all.get_subcommands([](const CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + s->get_name();
+      known = known || s->check_name(argv[1]);
+    }
+    if (!known) {
+      std::fprintf(stderr, "error: unknown subcommand '%s' (the subcommands: %s; --help tells what each does)\n", argv[1],
+                   names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -176,6 +176,15 @@ std::string refused_combination(const CLI::App& sub, const CommonOptions& o) {
              " none drafts nothing): leave it out";
     }
   }
+  if (given("--draft-k") && o.draft_k == 0) {  // -k 0 is plain decoding whatever the drafter
+    for (const char* f : {"--tree", "--node-budget", "--depth", "--branch", "--no-draft-backoff", "--draft-backend",
+                          "--block-drafter", "--mtp"}) {
+      if (given(f)) {
+        return std::string(f) + " does not apply with --draft-k 0 (plain decoding: nothing is drafted): leave it out, "
+               "or draft with --draft-k > 0";
+      }
+    }
+  }
   for (const auto& [flag, kind] : {std::pair<const char*, const char*>{"--block-drafter", "block"}, {"--mtp", "mtp"}}) {
     if (given(flag) && drafter != kind) {
       return std::string(flag) + " is read by --drafter " + kind + " only (the drafter is " + drafter +

@@ -199,7 +199,7 @@ void add_serve_options(CLI::App& cmd, ServeOptions& o) {
       ->check(CLI::IsMember({"q8", "f32"}));
   cmd.add_flag("--no-draft-backoff{false}", f.spec.backoff,
                "draft every step (default: drafting pauses while drafts keep failing; config key draft_backoff)");
-  cmd.add_option("--drafter", g_drafter, "default drafter: model, ngram or none")
+  cmd.add_option("--drafter", g_drafter, "default drafter: model, ngram or none (a request may also name block or mtp, served when their files lie beside the target)")
       ->check(CLI::IsMember({"model", "ngram", "none"}));
   cmd.add_option("--tree", g_tree, "default draft shape: chain, dynamic or optimal")
       ->check(CLI::IsMember({"chain", "dynamic", "optimal"}));
@@ -249,6 +249,11 @@ int cmd_serve(ServeOptions& o) {
     if (!o.config_path.empty()) serve::apply_config_file(o.config_path, c);
     for (const Flag& f : flags()) {
       if (o.cmd->count(f.name) > 0) f.copy(o.flags, c);
+    }
+    if (!g_drafter.empty() && (c.draft == "none" || c.draft == "ngram") && g_drafter != c.draft) {
+      throw serve::ConfigError("--draft " + c.draft + " chooses " +
+                               (c.draft == "none" ? "plain decoding" : "the n-gram drafter") + " but --drafter " +
+                               g_drafter + " another drafter: give one of them");
     }
     if (!g_drafter.empty()) parse_drafter_choice(g_drafter, &c.spec.drafter);
     if (!g_tree.empty()) parse_tree_mode(g_tree, &c.spec.tree);
