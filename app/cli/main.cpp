@@ -146,7 +146,8 @@ int cmd_compare(const cli::CommonOptions& given) {
     if (!plan.is_null()) j["speculative"]["tree_plan"] = plan;
     j["identical"] = c.identical;
     j["first_difference"] = c.identical ? json(nullptr) : json(c.first_diff);
-    j["speedup_decode"] = c.speedup_decode;
+    // 0 means not measurable (a side generated nothing): null, not a slowdown to nothing.
+    j["speedup_decode"] = c.speedup_decode > 0 ? json(c.speedup_decode) : json(nullptr);
     j["total_time_ratio"] = c.total_time_ratio;
     j["warnings"] = l.pair.warnings;
     j["draft_choice"] = draft_choice_json(l.pair, o);
@@ -156,9 +157,12 @@ int cmd_compare(const cli::CommonOptions& given) {
   } else {
     std::cout << "=== baseline ===\n" << base.text << "\n" << cli::stats_line(base.stats, base_req.spec) << "\n\n";
     std::cout << "=== speculative ===\n" << spec.text << "\n" << cli::stats_line(spec.stats, spec_req.spec) << "\n\n";
-    std::printf("speedup_decode %.2fx (decode tokens/s, speculative / baseline); total_time_ratio %.2fx "
+    char speedup[64];
+    if (c.speedup_decode > 0) std::snprintf(speedup, sizeof speedup, "%.2fx", c.speedup_decode);
+    else std::snprintf(speedup, sizeof speedup, "n/a (nothing generated)");
+    std::printf("speedup_decode %s (decode tokens/s, speculative / baseline); total_time_ratio %.2fx "
                 "(baseline total time / speculative, prefill included); %s\n",
-                c.speedup_decode, c.total_time_ratio,
+                speedup, c.total_time_ratio,
                 c.identical ? "identical tokens" : ("first difference at token " + std::to_string(c.first_diff)).c_str());
   }
   return 0;

@@ -86,3 +86,18 @@ TEST_CASE("serve: --drafter with --draft none or ngram naming another drafter is
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("--drafter model") != std::string::npos);
 }
+
+TEST_CASE("compare -n 0 reports no speedup it could not measure", "[model][cli]") {
+  // Regression: with nothing generated, speedup_decode printed as 0.00x (a measured slowdown to
+  // nothing); it is null in JSON and n/a in text, as compare --pipo already did.
+  const test::CliResult j = test::run_cli({"compare", "--prompt", "Hi", "-n", "0", "--json"});
+  INFO(j.describe());
+  REQUIRE(j.exit_code == 0);
+  REQUIRE(j.json_ok);
+  CHECK(j.json["speedup_decode"].is_null());
+  const test::CliResult t = test::run_cli({"compare", "--prompt", "Hi", "-n", "0"});
+  INFO(t.describe());
+  REQUIRE(t.exit_code == 0);
+  CHECK(t.out.find("speedup_decode n/a") != std::string::npos);
+  CHECK(t.out.find("0.00x") == std::string::npos);
+}
