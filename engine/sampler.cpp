@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/cpu/sampling.h"
+
 namespace specchat {
 
 double Distribution::prob(int32_t id) const {
@@ -36,12 +38,10 @@ int32_t Distribution::argmax() const {
 }
 
 int32_t argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
-  }
-  return best;
+  return cpu::argmax_row(logits.data(), static_cast<int64_t>(logits.size()));
 }
+
+bool all_finite(std::span<const float> x) { return cpu::all_finite(x.data(), static_cast<int64_t>(x.size())); }
 
 namespace {
 

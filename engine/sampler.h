@@ -73,4 +73,8 @@ Distribution process_logits(std::span<const float> logits, const SamplingParams&
 // Index of the largest logit (lowest id on ties). logits: [n_vocab].
 int32_t argmax(std::span<const float> logits);
 
+// True when no value is infinite or NaN (empty: true). One pass without early exit, vectorised:
+// the engine checks every verification row and drafted row with it.
+bool all_finite(std::span<const float> x);
+
 }  // namespace specchat

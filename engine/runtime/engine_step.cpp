@@ -8,6 +8,7 @@
 
 #include "engine/model.h"
 #include "engine/runtime/engine_state.h"
+#include "engine/sampler.h"
 #include "engine/speculative/acceptance.h"
 #include "engine/speculative/drafter_factory.h"
 
@@ -217,7 +218,7 @@ void Engine::verify_group(std::vector<Seq*>& group) {
     ++st.n_steps;
     try {
       // NaN/inf weights or activations make every comparison false and argmax silently 0.
-      if (!std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); })) {
+      if (!all_finite(logits)) {
         throw GenerationError("non_finite_logits", "the target model produced NaN or infinite logits (" +
                                                        target_.path() + "): the weights are damaged");
       }

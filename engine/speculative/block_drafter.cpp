@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "engine/generator.h"
+#include "engine/sampler.h"
 #include "engine/speculative/tree_builder.h"
 
 namespace specchat {
@@ -111,11 +112,9 @@ DraftTree BlockDrafter::propose(std::span<const int32_t> ctx, const TreeBudget& 
   if (n - 1 + width > m_->n_pos()) return {};
   m_->draft_block(state_, ctx[static_cast<size_t>(n - 1)], n - 1, logits_, n_depth, width);
   const size_t nv = static_cast<size_t>(m_->config().n_vocab);
-  for (float v : std::span<const float>(logits_).first(static_cast<size_t>(n_depth) * nv)) {
-    if (!std::isfinite(v)) {
-      throw GenerationError("non_finite_draft_logits",
-                            "the DFlash drafter produced NaN or infinite logits (" + m_->path() + "): its weights are damaged");
-    }
+  if (!all_finite(std::span<const float>(logits_).first(static_cast<size_t>(n_depth) * nv))) {
+    throw GenerationError("non_finite_draft_logits",
+                          "the DFlash drafter produced NaN or infinite logits (" + m_->path() + "): its weights are damaged");
   }
   // Chains stop at the block's last row; trees see the block's rows only (BlockNodes).
   TreeBudget b = budget;

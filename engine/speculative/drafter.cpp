@@ -8,6 +8,7 @@
 
 #include "engine/generator.h"
 #include "engine/model.h"
+#include "engine/sampler.h"
 #include "engine/speculative/tree_builder.h"
 
 namespace specchat {
@@ -27,11 +28,9 @@ namespace {
 // sampled output would silently stop following the target. Draft logits are checked like the
 // target's (engine/runtime/engine.cpp) and refused with a typed error.
 std::span<const float> checked(std::span<const float> logits, const LlamaModel& m) {
-  for (float v : logits) {
-    if (!std::isfinite(v)) {
-      throw GenerationError("non_finite_draft_logits", "the draft model produced NaN or infinite logits (" + m.path() +
-                                                           "): its weights are damaged");
-    }
+  if (!all_finite(logits)) {
+    throw GenerationError("non_finite_draft_logits", "the draft model produced NaN or infinite logits (" + m.path() +
+                                                         "): its weights are damaged");
   }
   return logits;
 }

@@ -8,6 +8,7 @@
 
 #include "engine/generator.h"
 #include "engine/model.h"
+#include "engine/sampler.h"
 #include "engine/speculative/tree_builder.h"
 
 namespace specchat {
@@ -111,11 +112,9 @@ std::span<const float> MtpDrafter::head_logits(const float* g, int n) {
   if (logits_.size() < static_cast<size_t>(n) * nv) logits_.resize(static_cast<size_t>(n) * nv);
   model_->logits(g, n, logits_.data(), state_);
   const std::span<const float> out(logits_.data(), static_cast<size_t>(n) * nv);
-  for (float v : out) {
-    if (!std::isfinite(v)) {
-      throw GenerationError("non_finite_draft_logits", "the MTP head produced NaN or infinite logits (" +
-                                                           model_->path() + "): its weights are damaged");
-    }
+  if (!all_finite(out)) {
+    throw GenerationError("non_finite_draft_logits", "the MTP head produced NaN or infinite logits (" +
+                                                         model_->path() + "): its weights are damaged");
   }
   return out;
 }

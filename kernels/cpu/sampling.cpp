@@ -1,21 +1,71 @@
 #include "kernels/cpu/sampling.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <vector>
 
 namespace specchat::cpu {
 
-void argmax_rows(const float* x, int n_rows, int n, int32_t* ids) {
-  for (int r = 0; r < n_rows; ++r) {
-    const float* row = x + static_cast<int64_t>(r) * n;
-    int best = 0;
-    for (int i = 1; i < n; ++i) {
-      if (row[i] > row[best]) best = i;
-    }
-    ids[r] = best;
+namespace {
+using v16f = float __attribute__((vector_size(64)));
+using v16i = int32_t __attribute__((vector_size(64)));
+}  // namespace
+
+// Pass 1: lanes start at -inf and take `x > lane ? x : lane` (exact, order-free, skips NaN).
+// Pass 2: the first 16-block with an element equal to the maximum, then the index in it. With
+// x[0] not NaN the maximum is x[0] or larger and present; every value -inf or NaN gives the
+// first -inf, as the scan does.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+int32_t argmax_row(const float* x, int64_t n) {
+  if (n <= 0 || std::isnan(x[0])) return 0;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  v16f lane = v16f{} + ninf;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    v16f v;
+    __builtin_memcpy(&v, x + i, sizeof v);
+    lane = v > lane ? v : lane;
   }
+  float m = ninf;
+  for (int j = 0; j < 16; ++j) m = lane[j] > m ? lane[j] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    v16f v;
+    __builtin_memcpy(&v, x + k, sizeof v);
+    const v16i eq = v == m;
+    v16i acc = eq;
+    int any = 0;
+    for (int j = 0; j < 16; ++j) any |= acc[j];
+    if (any) break;
+  }
+  for (; k < n; ++k) {
+    if (x[k] == m) return static_cast<int32_t>(k);
+  }
+  return 0;  // unreachable (see above)
+}
+
+// v − v is +0 for finite v and NaN for ±inf and NaN; a NaN survives the sums.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+bool all_finite(const float* x, int64_t n) {
+  v16f acc{};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    v16f v;
+    __builtin_memcpy(&v, x + i, sizeof v);
+    acc += v - v;
+  }
+  float s = 0;
+  for (int j = 0; j < 16; ++j) s += acc[j];
+  for (; i < n; ++i) s += x[i] - x[i];
+  return !std::isnan(s);
+}
+
+void argmax_rows(const float* x, int n_rows, int n, int32_t* ids) {
+  for (int r = 0; r < n_rows; ++r) ids[r] = argmax_row(x + static_cast<int64_t>(r) * n, n);
 }
 
 void topk_rows(const float* x, int n_rows, int n, int k, int32_t* ids, float* vals) {

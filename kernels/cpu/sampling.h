@@ -9,6 +9,14 @@ namespace specchat::cpu {
 // ids[r] = index of the largest x[r, :] (lowest index among equal maxima); x [n_rows, n], n >= 1.
 void argmax_rows(const float* x, int n_rows, int n, int32_t* ids);
 
+// The index the scan `best = 0; for i: if (x[i] > x[best]) best = i` gives, over x [n] (0 when
+// n == 0): the first maximum; a NaN is skipped, except at index 0, where it is returned. Two
+// vectorised passes (cloned per ISA): the maximum over 16 lanes, then the first block holding it.
+int32_t argmax_row(const float* x, int64_t n);
+
+// True when none of x [n] is infinite or NaN (true for n == 0); one vectorised pass.
+bool all_finite(const float* x, int64_t n);
+
 // ids[r, 0..k), vals[r, 0..k): the k largest x[r, :], value descending, equal values by
 // ascending id. 1 <= k <= n, else std::invalid_argument (the device twin also caps k at 64).
 void topk_rows(const float* x, int n_rows, int n, int k, int32_t* ids, float* vals);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -271,4 +272,59 @@ TEST_CASE("process_logits into caller buffers allocates nothing once warmed up",
   process_logits(rows[2], p, out, scratch);
   const Distribution want = reference_process_logits(rows[2], p);
   CHECK(out.ids == want.ids);
+}
+
+namespace {
+// The original scalar argmax: first index of the largest value (NaN never wins unless at 0).
+int32_t scalar_argmax(const std::vector<float>& x) {
+  int32_t best = 0;
+  for (size_t i = 1; i < x.size(); ++i) {
+    if (x[i] > x[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+}  // namespace
+
+TEST_CASE("argmax equals the scalar first-maximum scan: ties, every length, signed zeros, infinities, NaN", "[unit]") {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int n : {1, 2, 3, 15, 16, 17, 31, 32, 33, 47, 64, 100, 1000, 4099}) {
+    for (int rep = 0; rep < 40; ++rep) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = std::round(u(rng) * 2.0f) / 2.0f;  // coarse values: many ties
+      const size_t at = static_cast<size_t>(rng() % static_cast<unsigned>(n));
+      switch (rep % 8) {
+        case 1: x[at] = 9.0f; x[static_cast<size_t>(n - 1)] = 9.0f; break;  // a tie with the last
+        case 2: std::fill(x.begin(), x.end(), -inf); break;
+        case 3: x[at] = inf; break;
+        case 4: x[at] = nan; break;                  // NaN anywhere but 0 is skipped
+        case 5: x[0] = nan; break;                   // NaN at 0 wins, as in the scan
+        case 6: std::fill(x.begin(), x.end(), 0.0f); x[at] = -0.0f; break;  // +0 and -0 tie
+        case 7: std::fill(x.begin(), x.end(), nan); x[at] = 1.0f; break;
+        default: break;
+      }
+      INFO("n = " << n << ", case " << rep % 8);
+      CHECK(argmax(x) == scalar_argmax(x));
+    }
+  }
+}
+
+TEST_CASE("all_finite is false exactly when some value is infinite or NaN, at any position", "[unit]") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(all_finite(std::span<const float>()));
+  for (int n : {1, 7, 16, 17, 33, 100, 4099}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::numeric_limits<float>::max() * (i % 2 ? 1.0f : -1.0f);
+    INFO("n = " << n);
+    CHECK(all_finite(x));  // the largest finite values: x - x is still 0
+    for (int at : {0, n / 2, n - 1}) {
+      for (float bad : {inf, -inf, nan}) {
+        std::vector<float> y = x;
+        y[static_cast<size_t>(at)] = bad;
+        INFO("at " << at << " value " << bad);
+        CHECK_FALSE(all_finite(y));
+      }
+    }
+  }
 }

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -68,6 +69,7 @@ struct DFlashSpec {
   int32_t mask = 0;
   DType type = DType::f32;  // matrices' type (f32, f16, bf16 or q8_0); norms always f32
   uint64_t seed = 11;
+  bool nan_weight = false;  // output_norm.weight[0] = NaN: a damaged file
 };
 
 // A random-weight DFlash file: matrices uniform ±sqrt(3 / n_in), norm weights 1 ± 0.2.
@@ -105,6 +107,7 @@ inline GgufBuilder dflash_builder(const DFlashSpec& s) {
     std::uniform_real_distribution<float> u(0.8f, 1.2f);
     std::vector<float> w(n);
     for (float& x : w) x = u(g);
+    if (s.nan_weight && name == "output_norm.weight") w[0] = std::numeric_limits<float>::quiet_NaN();
     b.add_tensor_f32(name, {n}, w);
   };
   mat("fc.weight", m * d, d);

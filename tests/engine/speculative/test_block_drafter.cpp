@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "engine/drafters/dflash_fixture.h"
+#include "engine/generator.h"
 #include "engine/speculative/block_drafter.h"
 #include "engine/speculative/enumerate_choices.h"
 #include "engine/speculative/marginals_source.h"
@@ -107,10 +108,12 @@ namespace {
 struct Fixture {
   std::shared_ptr<const DFlashModel> model;
   std::vector<int32_t> ids;  // committed context
-  Fixture() {
+  explicit Fixture(bool damaged = false) {
     test::DFlashSpec s;
     s.block_size = 6;
-    model = DFlashModel::load(test::write_dflash(test::dflash_builder(s), "block-drafter"), test::tiny_target());
+    s.nan_weight = damaged;
+    model = DFlashModel::load(test::write_dflash(test::dflash_builder(s), damaged ? "block-drafter-nan" : "block-drafter"),
+                              test::tiny_target());
     std::mt19937 g(3);
     ids.push_back(1);
     for (int i = 0; i < 13; ++i) ids.push_back(3 + static_cast<int32_t>(g() % 4000));
@@ -228,5 +231,20 @@ TEST_CASE("BlockDrafter keeps the context-row invariant and drafts from the bloc
     CHECK_THROWS_AS(d.observe(n, ctx.subspan(0, 3), h.view()), std::invalid_argument);
     CHECK_THROWS_AS(d.observe(n - 1, ctx.subspan(0, 2), h.view()), std::invalid_argument);
     CHECK(d.n_observed() == n - 1);
+  }
+}
+
+TEST_CASE("BlockDrafter: a drafter with a NaN weight is refused with a typed error, not drafted from", "[unit][drafters]") {
+  // Every block row goes through the NaN output norm: all drafted logits are NaN.
+  const Fixture fx(true);
+  BlockDrafter d(fx.model);
+  const int n = static_cast<int>(fx.ids.size());
+  fx.observe(d, 0, n - 1);
+  Rng rng(7);
+  try {
+    d.propose(std::span<const int32_t>(fx.ids), budget(TreeMode::chain, 4, 4, 1), 100, SamplingParams{}, rng);
+    FAIL("no error for NaN drafter logits");
+  } catch (const GenerationError& e) {
+    CHECK(e.kind() == "non_finite_draft_logits");
   }
 }
