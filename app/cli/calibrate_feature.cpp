@@ -117,6 +117,7 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   j["threads"] = setup.threads;
   j["kv_type"] = setup.kv_type;
   j["activations"] = setup.activations;
+  j["machine"] = setup.machine;  // its tokens/s hold on this machine only
   j["target"] = calibration_file_info(pair.target->path());
   j["drafter"] = calibration_file_info(drafter_path);
   j["prompts"] = used;
@@ -138,8 +139,8 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   // One measurement per setup: this one beside those of other setups in the file it replaces
   // (same kind and model files).
   json entry = json::object();
-  for (const char* k : {"date", "threads", "kv_type", "activations", "prompts", "rounds", "n", "baseline_tokens_per_s",
-                        "configs", "auto_choice"}) {
+  for (const char* k : {"date", "threads", "kv_type", "activations", "machine", "prompts", "rounds", "n",
+                        "baseline_tokens_per_s", "configs", "auto_choice"}) {
     entry[k] = j[k];
   }
   json previous_list = json::array();
@@ -152,7 +153,7 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
       if (!previous_list.is_array()) {  // a file written before the list: its one measurement
         previous_list = json::array();
         json old = json::object();
-        for (const char* k : {"date", "threads", "kv_type", "activations", "prompts", "rounds", "n",
+        for (const char* k : {"date", "threads", "kv_type", "activations", "machine", "prompts", "rounds", "n",
                               "baseline_tokens_per_s", "configs", "auto_choice"}) {
           if (previous.contains(k)) old[k] = previous[k];
         }

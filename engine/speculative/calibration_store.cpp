@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "engine/machine.h"
 #include "engine/model.h"
 #include "engine/speculative/calibration_file.h"
 
@@ -149,13 +150,14 @@ TimingSetup timing_setup_of(const LlamaModel& target, int threads) {
   s.threads = effective_threads(threads);
   s.kv_type = m.kv_type == DType::f32 ? "f32" : "f16";
   s.activations = m.q8_activations ? "q8" : "f32";
+  s.machine = cpu_machine_name();
   return s;
 }
 
 std::string describe_setup(const TimingSetup& s) {
   const int t = effective_threads(s.threads);
   return std::to_string(t) + (t == 1 ? " thread, " : " threads, ") + s.kv_type + " KV cache, " +
-         s.activations + " activations";
+         s.activations + " activations" + (s.machine.empty() ? "" : " on " + s.machine);
 }
 
 TimingSetup setup_of_entry(const json& e) {
@@ -169,6 +171,7 @@ TimingSetup setup_of_entry(const json& e) {
   s.threads = th != e.end() && th->is_number_integer() ? th->get<int>() : 0;
   s.kv_type = str("kv_type", "f16");
   s.activations = str("activations", "f32");
+  s.machine = str("machine", "");
   return s;
 }
 
@@ -182,7 +185,7 @@ bool entry_matches_setup(const json& e, const TimingSetup& s) {
     const auto it = e.find(key);
     return it == e.end() || (it->is_string() && it->get<std::string>() == want);
   };
-  return same("kv_type", s.kv_type) && same("activations", s.activations);
+  return same("kv_type", s.kv_type) && same("activations", s.activations) && (s.machine.empty() || same("machine", s.machine));
 }
 
 json with_setup_entry(const json& list, const json& fresh) {
@@ -194,7 +197,7 @@ json with_setup_entry(const json& list, const json& fresh) {
       if (!e.is_object()) continue;
       const TimingSetup s = setup_of_entry(e);
       const bool same = effective_threads(s.threads) == effective_threads(f.threads) && s.kv_type == f.kv_type &&
-                        s.activations == f.activations &&
+                        s.activations == f.activations && s.machine == f.machine &&
                         json_string_or(e, "backend") == backend;
       if (!same) out.push_back(e);
     }
@@ -204,11 +207,13 @@ json with_setup_entry(const json& list, const json& fresh) {
 }
 
 json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps) {
-  return json{{"backend", kCalibrationBackend}, {"threads", setup.threads},
-              {"kv_type", setup.kv_type}, {"activations", setup.activations},
-              {"context_tokens", context_tokens}, {"reps", reps},
-              {"draft_widths", t.draft_widths}, {"draft_ms", t.draft_ms},
-              {"verify_nodes", t.verify_nodes}, {"verify_ms", t.verify_ms}};
+  json j{{"backend", kCalibrationBackend}, {"threads", setup.threads},
+         {"kv_type", setup.kv_type}, {"activations", setup.activations},
+         {"context_tokens", context_tokens}, {"reps", reps},
+         {"draft_widths", t.draft_widths}, {"draft_ms", t.draft_ms},
+         {"verify_nodes", t.verify_nodes}, {"verify_ms", t.verify_ms}};
+  if (!setup.machine.empty()) j["machine"] = setup.machine;
+  return j;
 }
 
 StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setup) {
@@ -223,7 +228,10 @@ StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setu
     const auto it = j.find(key);
     return it == j.end() || (it->is_string() && it->get<std::string>() == want);
   };
-  if (!same("kv_type", setup.kv_type) || !same("activations", setup.activations)) return t;
+  if (!same("kv_type", setup.kv_type) || !same("activations", setup.activations) ||
+      (!setup.machine.empty() && !same("machine", setup.machine))) {
+    return t;  // another setup's, or another machine's: its times do not hold here
+  }
   try {
     t.draft_widths = j.at("draft_widths").get<std::vector<int>>();
     t.draft_ms = j.at("draft_ms").get<std::vector<double>>();

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/speculative/budget.h"
@@ -33,9 +34,17 @@ std::vector<int32_t> calibration_timing_context(const std::vector<int32_t>& ctx,
 // element type and whether the target's quantized matrices round activations to 8 bits (the
 // integer path, LlamaModel::Options::activations). A table is used only for the same setup.
 struct TimingSetup {
+  TimingSetup() = default;
+  TimingSetup(int threads_, std::string kv_type_ = "f16", std::string activations_ = "f32", std::string machine_ = {})
+      : threads(threads_), kv_type(std::move(kv_type_)), activations(std::move(activations_)), machine(std::move(machine_)) {}
   int threads = 0;
   std::string kv_type = "f16";      // "f16" | "f32" (MemoryInfo::kv_type)
   std::string activations = "f32";  // "q8": rounded (MemoryInfo::q8_activations) | "f32"
+  // The CPU the times were measured on (cpu_machine_name(), engine/machine.h); "" = not
+  // recorded (files written before it was) or, in a setup asked for, any machine. Times
+  // measured on another machine do not hold here: a copied or committed calibration file must
+  // not plan this machine's trees.
+  std::string machine;
 };
 
 class LlamaModel;
@@ -44,7 +53,7 @@ class LlamaModel;
 // count and more all name the same setup (entries written with 0 included).
 int effective_threads(int threads);
 // The setup `target` runs with now (its KV type and activation rounding) on `threads`
-// (recorded as effective_threads).
+// (recorded as effective_threads), on this machine (cpu_machine_name()).
 TimingSetup timing_setup_of(const LlamaModel& target, int threads);
 
 // j[key] when j is an object whose `key` holds a string, else `dflt` (absent, another type, j
@@ -52,13 +61,15 @@ TimingSetup timing_setup_of(const LlamaModel& target, int threads);
 // calibration files are user-editable.
 std::string json_string_or(const nlohmann::json& j, const char* key, const std::string& dflt = {});
 
-// "2 threads, f16 KV cache, f32 activations": for notes that name a setup.
+// "2 threads, f16 KV cache, f32 activations on AMD EPYC, 2 logical cores" (the machine when
+// recorded): for notes that name a setup.
 std::string describe_setup(const TimingSetup& s);
-// The setup an entry of a calibration file was measured with: its "threads", "kv_type" and
-// "activations" (absent in files written before they were recorded: the defaults).
+// The setup an entry of a calibration file was measured with: its "threads", "kv_type",
+// "activations" and "machine" (absent in files written before they were recorded: the defaults,
+// machine "").
 TimingSetup setup_of_entry(const nlohmann::json& entry);
-// Whether an entry is for `s`: same effective thread count, and same KV type and activation
-// rounding where the entry records them (an older entry without them matches any).
+// Whether an entry is for `s`: same effective thread count, and same KV type, activation
+// rounding and machine where the entry records them (an older entry without them matches any).
 bool entry_matches_setup(const nlohmann::json& entry, const TimingSetup& s);
 // A file keeps one measurement per setup (a user who alternates thread counts or KV types keeps
 // both): `list` (a JSON array of entries, anything else = none) without the entries of

@@ -9,22 +9,13 @@
 #include <thread>
 
 #include "engine/drafters/sha256.h"
+#include "engine/machine.h"
 
 namespace specchat::bench {
 
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t c = line.find(':');
-      if (c != std::string::npos) return line.substr(line.find_first_not_of(' ', c + 1));
-    }
-  }
-  return "unknown";
-}
+std::string cpu_model_name() { return specchat::cpu_model_name(); }
 
-int cpu_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int cpu_cores() { return specchat::cpu_cores(); }
 
 std::string file_sha256(const std::string& path) { return sha256_file_hex(path); }
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "engine/machine.h"
 #include "engine/speculative/calibration_file.h"
 #include "engine/speculative/calibration_store.h"
 
@@ -229,4 +230,53 @@ TEST_CASE("calibration store: timings run on a full-length context even after a 
   CHECK(tail.back() == 299);  // the last tokens of a long context
   CHECK(calibration_timing_context(shortp, 8).size() == 1);  // a tiny context keeps room to verify
   CHECK(calibration_timing_context({}, 1024).empty());
+}
+
+TEST_CASE("calibration store: timing tables name their machine and another machine's table is not used", "[unit][calibration]") {
+  // Regression: the committed calibration's timing table (measured on the development VM with
+  // the kernels of 2026-12-02: 0.88 ms for a one-row forward that now takes 0.36-0.57 ms) planned
+  // every machine's --tree auto, whatever its CPU.
+  ScratchPair p;
+  TimingSetup here{1, "f16", "f32", "This CPU, 2 logical cores"};
+  TimingSetup there = here;
+  there.machine = "Another CPU, 64 logical cores";
+  const json e = calibration_timings_json(table(1), here, 64, 3);
+  CHECK(e["machine"] == here.machine);
+  CHECK(calibration_timings_from_json(e, here).valid());
+  CHECK_FALSE(calibration_timings_from_json(e, there).valid());
+  CHECK(entry_matches_setup(e, here));
+  CHECK_FALSE(entry_matches_setup(e, there));
+  CHECK(setup_of_entry(e).machine == here.machine);
+  CHECK(describe_setup(here) == "1 thread, f16 KV cache, f32 activations on This CPU, 2 logical cores");
+  // A table written before the machine was recorded still serves (as kv_type and activations).
+  json old = e;
+  old.erase("machine");
+  CHECK(calibration_timings_from_json(old, there).valid());
+  // Each machine keeps its own table in one file (a file shared between machines).
+  Calibration c = load_calibration(p.target(), p.draft(), here);
+  cache_calibration_timings(c, p.target(), p.draft(), table(1), here, 64, 3);
+  c = load_calibration(p.target(), p.draft(), there);
+  REQUIRE(c.status == Calibration::Status::ok);
+  CHECK_FALSE(c.timings.valid());  // there, the first --tree auto times the models
+  cache_calibration_timings(c, p.target(), p.draft(), table(2), there, 64, 3);
+  CHECK(load_calibration(p.target(), p.draft(), here).timings.draft_ms.at(0) == Approx(1.0));
+  CHECK(load_calibration(p.target(), p.draft(), there).timings.draft_ms.at(0) == Approx(2.0));
+}
+
+TEST_CASE("calibration store: this machine's setup names its CPU, and the bundled calibration holds no unnamed timings", "[unit][calibration]") {
+  const std::string m = cpu_machine_name();
+  CHECK_FALSE(m.empty());
+  CHECK(m.find("logical core") != std::string::npos);
+  // The committed file must not carry a timing table without its machine: it would plan every
+  // user's --tree auto with the development machine's times.
+  std::ifstream in(std::string(SPECCHAT_SOURCE_DIR) + "/resources/models/specchat-draft.calibration.json");
+  REQUIRE(in);
+  const json doc = json::parse(in);
+  CHECK(doc.contains("acceptance"));
+  for (const char* key : {"timings"}) {
+    if (doc.contains(key)) CHECK(doc[key].contains("machine"));
+  }
+  if (doc.contains("timings_by_setup")) {
+    for (const json& t : doc["timings_by_setup"]) CHECK(t.contains("machine"));
+  }
 }
