@@ -10,6 +10,7 @@
 #include "engine/drafters/install.h"
 #include "engine/model_pair.h"
 #include "engine/runtime/engine.h"
+#include "engine/runtime/run_totals.h"
 
 namespace specchat::cli {
 
@@ -81,10 +82,6 @@ struct Config {
   GenerateRequest req;    // prompt filled per run
 };
 
-struct Totals {
-  long tokens = 0, tau_tokens = 0, steps = 0, drafted = 0, accepted = 0, identical = 0, runs = 0;
-  double decode_ms = 0;
-};
 
 }  // namespace
 
@@ -248,7 +245,7 @@ int cmd_bench(BenchOptions& o) {
 
   bool all_identical = true;
   auto run_set = [&](const std::vector<std::pair<std::string, std::string>>& ps, const std::vector<Config>& cs) {
-    std::vector<Totals> tot(cs.size());
+    std::vector<RunTotals> tot(cs.size());
     for (size_t pi = 0; pi < ps.size(); ++pi) {
       const auto& [kind, text] = ps[pi];
       const std::vector<int32_t> ids = kind == "chat" ? pair.encode_chat({{"user", text}}) : pair.encode_prompt(text);
@@ -259,17 +256,8 @@ int cmd_bench(BenchOptions& o) {
         req.prompt = ids;
         g.clear_cache();  // every configuration starts cold
         const GenerationResult r = g.generate(req);
-        Totals& t = tot[ci];
-        t.tokens += r.stats.n_generated;
-        t.tau_tokens += std::max(r.stats.n_target_tokens, r.stats.n_generated);  // τ counts a final EOS
-        t.steps += r.stats.n_steps;
-        t.drafted += r.stats.n_drafted;
-        t.accepted += r.stats.n_accepted;
-        t.decode_ms += r.stats.decode_ms;
-        ++t.runs;
         if (ci == 0) base_tokens = r.tokens;
-        const bool same = r.tokens == base_tokens;
-        t.identical += same ? 1 : 0;
+        const bool same = tot[ci].add(r, base_tokens);
         if (c.temp <= 0 && !same) all_identical = false;
       }
       std::fprintf(stderr, "\rprompt %zu/%zu", pi + 1, ps.size());
@@ -277,17 +265,15 @@ int cmd_bench(BenchOptions& o) {
     std::fprintf(stderr, "\n");
     return tot;
   };
-  std::vector<Totals> tot = run_set(prompts, cfgs);
-  const std::vector<Totals> rtot = run_set(repeat_prompts, rcfgs);
+  std::vector<RunTotals> tot = run_set(prompts, cfgs);
+  const std::vector<RunTotals> rtot = run_set(repeat_prompts, rcfgs);
   json rows = json::array();
   std::printf("%-22s %7s %7s %8s %9s %8s %9s\n", "config", "tau", "alpha", "tok/s", "speedup", "drafted", "identical");
-  auto print_rows = [&](const std::vector<Config>& cs, const std::vector<Totals>& ts) {
-    const double base_tps = ts[0].decode_ms > 0 ? ts[0].tokens / (ts[0].decode_ms / 1000.0) : 0;
+  auto print_rows = [&](const std::vector<Config>& cs, const std::vector<RunTotals>& ts) {
+    const double base_tps = ts[0].tokens_per_s();
     for (size_t ci = 0; ci < cs.size(); ++ci) {
-      const Totals& t = ts[ci];
-      const double tau = t.steps > 0 ? static_cast<double>(t.tau_tokens) / t.steps : 0;
-      const double alpha = t.drafted > 0 ? static_cast<double>(t.accepted) / t.drafted : 0;
-      const double tps = t.decode_ms > 0 ? t.tokens / (t.decode_ms / 1000.0) : 0;
+      const RunTotals& t = ts[ci];
+      const double tau = t.tau(), alpha = t.alpha(), tps = t.tokens_per_s();
       const double speedup = base_tps > 0 ? tps / base_tps : 0;
       std::printf("%-22s %7.2f %7.3f %8.1f %8.2fx %8ld %5ld/%ld\n", cs[ci].name.c_str(), tau, alpha, tps, speedup,
                   t.drafted, t.identical, t.runs);

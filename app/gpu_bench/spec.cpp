@@ -16,6 +16,7 @@
 #include "engine/drafters/install.h"
 #include "engine/generator.h"
 #include "engine/runtime/engine.h"
+#include "engine/runtime/run_totals.h"
 #include "engine/runtime/spec_settings.h"
 
 namespace specchat::bench {
@@ -39,11 +40,6 @@ Cfg cfg(const std::string& name, DrafterChoice d, TreeMode mode, int k_or_budget
   c.s.branch = branch;
   return c;
 }
-
-struct Totals {
-  long tokens = 0, tau_tokens = 0, steps = 0, drafted = 0, accepted = 0, runs = 0, identical = 0;
-  double decode_ms = 0, draft_ms = 0, verify_ms = 0;
-};
 
 }  // namespace
 
@@ -136,7 +132,7 @@ bool bench_spec(Report& rep, const SpecRun& run) {
   g.warm_up(warm);  // device and kernel start-up outside every timed run
   if (g_dev) g_dev->warm_up(warm);
 
-  std::vector<Totals> tot(cfgs.size());
+  std::vector<RunTotals> tot(cfgs.size());
   bool all_identical = true;
   for (size_t pi = 0; pi < prompts.size(); ++pi) {
     if (static_cast<int>(prompts[pi].size()) + run.n + 64 >= target->n_ctx()) continue;  // leave room to draft
@@ -149,30 +145,17 @@ bool bench_spec(Report& rep, const SpecRun& run) {
       req.spec = to_spec_config(cfgs[ci].s);
       gen.clear_cache();  // every configuration starts cold
       const GenerationResult r = gen.generate(req);
-      Totals& t = tot[ci];
-      t.tokens += r.stats.n_generated;
-      t.tau_tokens += std::max(r.stats.n_target_tokens, r.stats.n_generated);
-      t.steps += r.stats.n_steps;
-      t.drafted += r.stats.n_drafted;
-      t.accepted += r.stats.n_accepted;
-      t.decode_ms += r.stats.decode_ms;
-      t.draft_ms += r.stats.draft_ms;
-      t.verify_ms += r.stats.verify_ms;
-      ++t.runs;
       if (ci == 0) base_tokens = r.tokens;
-      const bool same = r.tokens == base_tokens;
-      t.identical += same ? 1 : 0;
+      const bool same = tot[ci].add(r, base_tokens);
       all_identical = all_identical && same;
     }
   }
-  const double base_tps = tot[0].decode_ms > 0 ? static_cast<double>(tot[0].tokens) / (tot[0].decode_ms / 1000.0) : 0;
+  const double base_tps = tot[0].tokens_per_s();
   std::printf("  %-32s %6s %6s %9s %8s %9s %9s %9s\n", "config", "tau", "alpha", "tok/s", "speedup", "draft ms", "verify ms",
               "identical");
   for (size_t ci = 0; ci < cfgs.size(); ++ci) {
-    const Totals& t = tot[ci];
-    const double tau = t.steps > 0 ? static_cast<double>(t.tau_tokens) / static_cast<double>(t.steps) : 0;
-    const double alpha = t.drafted > 0 ? static_cast<double>(t.accepted) / static_cast<double>(t.drafted) : 0;
-    const double tps = t.decode_ms > 0 ? static_cast<double>(t.tokens) / (t.decode_ms / 1000.0) : 0;
+    const RunTotals& t = tot[ci];
+    const double tau = t.tau(), alpha = t.alpha(), tps = t.tokens_per_s();
     const double speedup = base_tps > 0 ? tps / base_tps : 0;
     const double steps = static_cast<double>(std::max(1L, t.steps));
     std::printf("  %-32s %6.2f %6.3f %9.1f %7.2fx %9.3f %9.3f %5ld/%ld%s\n", cfgs[ci].name.c_str(), tau, alpha, tps, speedup,
