@@ -1,4 +1,5 @@
 #include "app/cli/bench.h"
+#include "app/cli/report.h"
 #include "app/cli/data_files.h"
 
 #include <cstdio>
@@ -132,6 +133,7 @@ std::string refused_bench_combination(const CLI::App& bench, const BenchOptions&
     }
   }
   if (o.verify_cost && given("--draft")) return "--draft does not apply to --verify-cost (it times the target alone)";
+  if (given("--out") && o.out.empty()) return "--out needs a file name (leave it out for no report file)";
   if (o.verify_cost && given("--prompts")) {
     return "--prompts does not apply to --verify-cost (it times forwards after a fixed prefix of up to 256 tokens)";
   }
@@ -286,12 +288,8 @@ int cmd_bench(BenchOptions& o) {
   print_rows(cfgs, tot);
   print_rows(rcfgs, rtot);
   if (!o.out.empty()) {
-    std::ofstream out(o.out);
-    if (!out) throw std::runtime_error("cannot write the report to " + o.out);
-    out << json{{"prompts", prompts.size()}, {"n", c.n},         {"temperature", c.temp},
-                {"kv_type", c.kv_type},     {"activations", c.activations}, {"rows", rows}}
-               .dump(1)
-        << "\n";
+    write_report_json(o.out, json{{"prompts", prompts.size()}, {"n", c.n},         {"temperature", c.temp},
+                                  {"kv_type", c.kv_type},     {"activations", c.activations}, {"rows", rows}});
   }
   return all_identical ? 0 : 1;
 }

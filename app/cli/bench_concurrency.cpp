@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/bench.h"
+#include "app/cli/report.h"
 #include "app/cli/data_files.h"
 #include "engine/model_pair.h"
 #include "engine/runtime/engine.h"
@@ -115,11 +116,8 @@ int cmd_bench_concurrency(BenchOptions& o) {
                     {"identical", many.identical}, {"runs", many.runs}});
   }
   if (!o.out.empty()) {
-    std::ofstream out(o.out);
-    if (!out) throw std::runtime_error("cannot write the report to " + o.out);
-    out << json{{"prompts", prompts.size()}, {"n", c.n}, {"concurrency", n_conc}, {"temperature", c.temp},
-                {"kv_type", c.kv_type}, {"activations", c.activations}, {"rows", rows}}.dump(1)
-        << "\n";
+    write_report_json(o.out, json{{"prompts", prompts.size()}, {"n", c.n}, {"concurrency", n_conc}, {"temperature", c.temp},
+                                  {"kv_type", c.kv_type}, {"activations", c.activations}, {"rows", rows}});
   }
   return all_identical ? 0 : 1;
 }

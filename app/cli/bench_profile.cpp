@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/bench.h"
+#include "app/cli/report.h"
 #include "app/cli/data_files.h"
 #include "engine/model.h"
 #include "engine/model_pair.h"
@@ -133,12 +134,8 @@ int cmd_bench_profile(BenchOptions& o) {
   json out = json::array();
   for (const ModeProfile& m : modes) out.push_back(print_mode(m));
   if (!o.out.empty()) {
-    std::ofstream f(o.out);
-    if (!f) throw std::runtime_error("cannot write the report to " + o.out);
-    f << json{{"target", pair.target->path()}, {"kernel", cpu::linear_isa()}, {"prompts", prompts.size()},
-              {"max_tokens", c.n}, {"modes", out}}
-             .dump(1)
-      << "\n";
+    write_report_json(o.out, json{{"target", pair.target->path()}, {"kernel", cpu::linear_isa()}, {"prompts", prompts.size()},
+                                  {"max_tokens", c.n}, {"modes", out}});
   }
   return 0;
 }

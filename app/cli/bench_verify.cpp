@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/bench.h"
+#include "app/cli/report.h"
 #include "engine/model.h"
 #include "engine/model_pair.h"
 #include "kernels/cpu/linear.h"
@@ -65,10 +66,7 @@ int cmd_bench_verify(BenchOptions& o) {
     rows.push_back({{"rows", ks[i]}, {"ms", t}, {"ratio", t / t1}});
   }
   if (!o.out.empty()) {
-    std::ofstream out(o.out);
-    if (!out) throw std::runtime_error("cannot write the report to " + o.out);
-    out << json{{"model", path}, {"reps", reps}, {"prefix", n_prefix}, {"kernel", cpu::linear_isa()}, {"rows", rows}}.dump(1)
-        << "\n";
+    write_report_json(o.out, json{{"model", path}, {"reps", reps}, {"prefix", n_prefix}, {"kernel", cpu::linear_isa()}, {"rows", rows}});
   }
   return 0;
 }

@@ -157,7 +157,7 @@ std::string refused_combination(const CLI::App& sub, const CommonOptions& o) {
   }
   if ((o.draft == "none" || o.draft == "ngram") && given("--drafter") && o.drafter != o.draft) {
     return "--draft " + o.draft + " chooses the " + (o.draft == "none" ? "plain decoding" : "n-gram drafter") +
-           " but --drafter " + o.drafter + " another drafter: give one of them";
+           " but --drafter " + o.drafter + " was given too: give one of them";
   }
   if (!o.draft.empty() && o.draft != "none" && o.draft != "ngram" && given("--drafter") && o.drafter != "model") {
     return "--draft " + o.draft + " names a draft model, which only --drafter model uses, but --drafter " + o.drafter +

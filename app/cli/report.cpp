@@ -1,5 +1,8 @@
 #include "app/cli/report.h"
 
+#include <fstream>
+#include <stdexcept>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -90,6 +93,14 @@ nlohmann::json memory_json(const LlamaModel& target, const LlamaModel* draft) {
   nlohmann::json j = model_memory_json(target);
   if (draft) j["draft"] = model_memory_json(*draft);
   return j;
+}
+
+void write_report_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write the report to " + path);
+  out << j.dump(1) << "\n";
+  out.close();
+  if (!out) throw std::runtime_error("cannot write the report to " + path + ": the write failed (disk full?)");
 }
 
 }  // namespace specchat::cli

@@ -21,4 +21,8 @@ nlohmann::json memory_json(const LlamaModel& target, const LlamaModel* draft);
 // branch 3, 5 steps)" (the shape the request asked for; a plan may use less).
 std::string stats_line(const GenerationStats& s, const SpecConfig& spec);
 
+// Writes `j` (indented by 1) and a newline to `path`, replacing it. Throws std::runtime_error
+// naming the path when it cannot be opened or the bytes do not reach it (a full disk, /dev/full).
+void write_report_json(const std::string& path, const nlohmann::json& j);
+
 }  // namespace specchat::cli

@@ -253,7 +253,7 @@ int cmd_serve(ServeOptions& o) {
     if (!g_drafter.empty() && (c.draft == "none" || c.draft == "ngram") && g_drafter != c.draft) {
       throw serve::ConfigError("--draft " + c.draft + " chooses " +
                                (c.draft == "none" ? "plain decoding" : "the n-gram drafter") + " but --drafter " +
-                               g_drafter + " another drafter: give one of them");
+                               g_drafter + " was given too: give one of them");
     }
     if (!g_drafter.empty()) parse_drafter_choice(g_drafter, &c.spec.drafter);
     if (!g_tree.empty()) parse_tree_mode(g_tree, &c.spec.tree);

@@ -42,8 +42,10 @@ struct SpecRun {
 // drafter files that do not bind to the target.
 bool bench_spec(Report& rep, const SpecRun& run);
 
-// The prompts file: lines "kind id id ..." ('#' lines are comments), the first `max_prompts`.
-// Throws std::runtime_error naming the file and line for anything else, or when it holds none.
+// The prompts file: lines "text|chat id id ..." (ids whole numbers in [0, 2^31); '#' lines and
+// empty lines are skipped), the first `max_prompts`. Throws std::runtime_error naming the file
+// and line for anything else, or when it holds none. Prompts too long for the context are left
+// out by bench_spec (counted in its table; none left is an error).
 std::vector<std::vector<int32_t>> load_prompt_ids(const std::string& path, int max_prompts);
 
 }  // namespace specchat::bench

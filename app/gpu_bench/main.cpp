@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -95,6 +96,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "specchat-gpu-bench: --backend cpu runs section spec only (add --only spec)\n");
     return 2;
   }
+  // The JSON is written after the whole run: a path that cannot take it fails now, not then.
+  if (!json_path.empty()) {
+    const bool existed = std::ifstream(json_path).good();
+    if (std::filesystem::is_directory(json_path) || !std::ofstream(json_path, std::ios::app)) {
+      std::fprintf(stderr, "specchat-gpu-bench: cannot write --json %s\n", json_path.c_str());
+      return 2;
+    }
+    if (!existed) std::filesystem::remove(json_path);
+  }
   spec.models_dir = models;
   spec.backend = backend == "cpu" ? specchat::BackendKind::cpu : specchat::BackendKind::cuda;
   std::string why;
@@ -121,6 +131,7 @@ int main(int argc, char** argv) {
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << rep.json();
+    out.close();
     if (!out) {
       std::fprintf(stderr, "specchat-gpu-bench: cannot write %s\n", json_path.c_str());
       return rc ? rc : 3;

@@ -3,6 +3,7 @@
 // bench` measures it on the CPU. The prompts come pre-encoded (resources/bench/
 // heldout-prompt-ids.txt): the GPU machine has no tokenizer library.
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -51,16 +52,20 @@ std::vector<std::vector<int32_t>> load_prompt_ids(const std::string& path, int m
   for (int lineno = 1; std::getline(in, line) && static_cast<int>(out.size()) < max_prompts; ++lineno) {
     if (line.empty() || line[0] == '#') continue;
     std::istringstream ls(line);
-    std::string kind;
+    const std::string where = path + ":" + std::to_string(lineno) + ": ";
+    std::string kind, word;
     ls >> kind;
+    if (kind != "text" && kind != "chat") throw std::runtime_error(where + "a line starts with text or chat, not '" + kind + "'");
     std::vector<int32_t> ids;
-    long v = 0;
-    while (ls >> v) {
-      if (v < 0 || v > 0x7fffffff) throw std::runtime_error(path + ":" + std::to_string(lineno) + ": token id out of range");
-      ids.push_back(static_cast<int32_t>(v));
+    while (ls >> word) {
+      int32_t v = 0;
+      const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+      if (ec != std::errc() || end != word.data() + word.size() || v < 0) {
+        throw std::runtime_error(where + "'" + word + "' is not a token id (a whole number from 0 to 2147483647)");
+      }
+      ids.push_back(v);
     }
-    if (!ls.eof()) throw std::runtime_error(path + ":" + std::to_string(lineno) + ": not 'kind id id ...'");
-    if (ids.empty()) throw std::runtime_error(path + ":" + std::to_string(lineno) + ": a prompt without ids");
+    if (ids.empty()) throw std::runtime_error(where + "a prompt without ids");
     out.push_back(std::move(ids));
   }
   if (out.empty()) throw std::runtime_error(path + " holds no prompts");
@@ -90,6 +95,18 @@ bool bench_spec(Report& rep, const SpecRun& run) {
       if (id >= nv) throw std::runtime_error(run.prompts_path + ": token id " + std::to_string(id) + " past the target's vocabulary");
     }
   }
+  // Prompts that leave room for -n tokens and a draft (as bench: prompt + n + 64 within the
+  // context); the others are left out and counted, and none left is an error.
+  std::vector<std::vector<int32_t>> fit;
+  for (const auto& p : prompts) {
+    if (static_cast<int>(p.size()) + run.n + 64 < target->n_ctx()) fit.push_back(p);
+  }
+  if (fit.empty()) {
+    throw std::runtime_error("no prompt of " + run.prompts_path + " leaves room for " + std::to_string(run.n) +
+                             " tokens and a draft in the target's context of " + std::to_string(target->n_ctx()) +
+                             " tokens (lower -n)");
+  }
+  const size_t skipped = prompts.size() - fit.size();
   // Both feature drafters from the models folder (bound to the target: a mismatch throws).
   Generator g(*target, draft.get());
   FeatureDrafterRequest fr;
@@ -123,10 +140,14 @@ bool bench_spec(Report& rep, const SpecRun& run) {
 
   const char* where = run.backend == BackendKind::cuda ? "target on the GPU, drafts on the host CPU unless named"
                                                        : "everything on the CPU";
-  std::printf("\n(d) drafters on the held-out prompts (%zu prompts, %d tokens each, greedy; %s)\n", prompts.size(), run.n,
+  std::printf("\n(d) drafters on the held-out prompts (%zu prompts, %d tokens each, greedy; %s)\n", fit.size(), run.n,
               where);
+  if (skipped > 0) {
+    std::printf("  %zu of the %zu prompts left out: too long for %d more tokens in a context of %d\n", skipped,
+                prompts.size(), run.n, target->n_ctx());
+  }
   GenerateRequest warm;
-  warm.prompt = prompts.front();
+  warm.prompt = fit.front();
   warm.max_tokens = 8;
   warm.spec = to_spec_config(cfgs[1].s);
   g.warm_up(warm);  // device and kernel start-up outside every timed run
@@ -134,13 +155,12 @@ bool bench_spec(Report& rep, const SpecRun& run) {
 
   std::vector<RunTotals> tot(cfgs.size());
   bool all_identical = true;
-  for (size_t pi = 0; pi < prompts.size(); ++pi) {
-    if (static_cast<int>(prompts[pi].size()) + run.n + 64 >= target->n_ctx()) continue;  // leave room to draft
+  for (size_t pi = 0; pi < fit.size(); ++pi) {
     std::vector<int32_t> base_tokens;
     for (size_t ci = 0; ci < cfgs.size(); ++ci) {
       Generator& gen = cfgs[ci].draft_on_gpu ? *g_dev : g;
       GenerateRequest req;
-      req.prompt = prompts[pi];
+      req.prompt = fit[pi];
       req.max_tokens = run.n;
       req.spec = to_spec_config(cfgs[ci].s);
       gen.clear_cache();  // every configuration starts cold

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include "cli_runner.h"
+#include "engine/generator.h"
 #include "engine/gguf.h"
+#include "engine/op_profile.h"
 #include "gguf_writer.h"
 #include "model_fixture.h"
 
@@ -64,4 +66,19 @@ TEST_CASE("runtime regressions: a context past the model's training length is ru
   bool warned = false;
   for (const auto& w : r.json.at("warnings")) warned = warned || w.get<std::string>().find("training context") != std::string::npos;
   CHECK(warned);
+}
+
+TEST_CASE("runtime regressions: warm_up of a -n 0 request still runs the target", "[model]") {
+  // Regression: warm_up did nothing for max_tokens 0, so `compare -n 0` ran its baseline cold
+  // and its speculative side warm (total_time_ratio 2.7-17x for identical work, --draft none).
+  ModelPair& pair = test::bundled_pair();
+  Generator g(*pair.target, pair.draft.get());
+  OpProfile prof;
+  REQUIRE(pair.target->set_profile(&prof));
+  GenerateRequest req;
+  req.prompt = pair.encode_prompt("Once upon a time");
+  req.max_tokens = 0;
+  g.warm_up(req);
+  pair.target->set_profile(nullptr);
+  CHECK(prof.forwards >= 1);
 }

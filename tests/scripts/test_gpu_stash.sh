@@ -24,7 +24,10 @@ scripts/gpu-stash out > /dev/null || fail "out"
 scripts/gpu-stash out > /dev/null 2>&1 && fail "a second out succeeded"
 git checkout -q -- tests/data/reference_logits.json || fail "checkout"
 echo edited >> tests/data/reference_logits.json
-scripts/gpu-stash back > /dev/null 2>&1 && fail "back over a file that came back reported success"
+msg=$(scripts/gpu-stash back 2>&1) && fail "back over a file that came back reported success"
+# It says what is left and how to finish (a later `out` refuses while the stash holds files).
+grep -q "rm -rf" <<<"$msg" || fail "back over a file that came back did not say how to finish: $msg"
+grep -q "gpu-stash: restored;" <<<"$msg" && fail "back over a file that came back said 'restored': $msg"
 tail -c 7 tests/data/reference_logits.json | grep -q edited || fail "back overwrote an edited file"
 git checkout -q -- tests/data/reference_logits.json
 rm -rf "$(git rev-parse --absolute-git-dir)/gpu-stash"  # only the conflicting copy was left there

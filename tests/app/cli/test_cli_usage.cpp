@@ -101,3 +101,24 @@ TEST_CASE("compare -n 0 reports no speedup it could not measure", "[model][cli]"
   CHECK(t.out.find("speedup_decode n/a") != std::string::npos);
   CHECK(t.out.find("0.00x") == std::string::npos);
 }
+
+TEST_CASE("bench: an empty --out is refused", "[model][cli][bench]") {
+  // Regression: `--out ""` ran and wrote nothing.
+  const test::CliResult empty = test::run_cli({"bench", "--max-prompts", "1", "-n", "2", "--out", ""});
+  INFO(empty.describe());
+  CHECK(empty.exit_code == 2);
+  CHECK(empty.err.find("--out needs a file name") != std::string::npos);
+}
+
+TEST_CASE("bench: a report whose bytes do not reach the file fails", "[model][cli][bench]") {
+  // Regression: `--out /dev/full` (a full disk) lost the report and exited 0.
+  if (!std::filesystem::exists("/dev/full")) {
+    WARN("SKIPPED: /dev/full is absent on this machine");
+    return;
+  }
+  const test::CliResult full =
+      test::run_cli({"bench", "--verify-cost", "--max-prompts", "1", "--out", "/dev/full"});
+  INFO(full.describe());
+  CHECK(full.exit_code == 1);
+  CHECK(full.err.find("cannot write the report to /dev/full") != std::string::npos);
+}
