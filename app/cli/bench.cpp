@@ -138,6 +138,9 @@ std::string refused_bench_combination(const CLI::App& bench, const BenchOptions&
     return "--prompts does not apply to --verify-cost (it times forwards after a fixed prefix of up to 256 tokens)";
   }
   if (concurrency && given("--budgets")) return "--budgets does not apply to --concurrency (it runs chains of --chain-k)";
+  if (!mode && !concurrency && given("--budgets") && (o.common.draft == "none" || o.common.draft == "ngram")) {
+    return "--budgets sizes the draft model's trees, which --draft " + o.common.draft + " leaves out";
+  }
   return {};
 }
 

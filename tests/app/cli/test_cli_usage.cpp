@@ -67,8 +67,7 @@ TEST_CASE("bench: --out is checked before measuring and --verify-cost refuses --
 TEST_CASE("bench --draft none leaves out the draft-model rows instead of labelling plain decoding a chain",
           "[model][cli][bench]") {
   REQUIRE(test::bundled_models_present());
-  const test::CliResult r =
-      test::run_cli({"bench", "--draft", "none", "--max-prompts", "1", "-n", "4", "--chain-k", "1", "--budgets", "4"});
+  const test::CliResult r = test::run_cli({"bench", "--draft", "none", "--max-prompts", "1", "-n", "4", "--chain-k", "1"});
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("baseline") != std::string::npos);
@@ -77,6 +76,11 @@ TEST_CASE("bench --draft none leaves out the draft-model rows instead of labelli
     CHECK(r.out.find(row) == std::string::npos);
   }
   CHECK(r.err.find("no draft model") != std::string::npos);
+  // --budgets sizes only those rows: refused rather than ignored.
+  const test::CliResult b = test::run_cli({"bench", "--draft", "ngram", "--budgets", "4"});
+  INFO(b.describe());
+  CHECK(b.exit_code == 2);
+  CHECK(b.err.find("--budgets sizes the draft model's trees") != std::string::npos);
 }
 
 TEST_CASE("serve: --drafter with --draft none or ngram naming another drafter is refused", "[model][cli][serve]") {
