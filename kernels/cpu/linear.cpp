@@ -465,7 +465,7 @@ void linear_with_isa(LinearIsa isa, const float* x, const void* w, DType w_type,
                        : isa == LinearIsa::avx2 || !q8::isa_supported(q8::Isa::avx512) ? q8::Isa::avx2
                                                                                         : q8::Isa::avx512;
     q8::Act a;
-    q8::quantize(qi, x, n_tokens, n_in, a);
+    q8::quantize(qi, x, n_tokens, n_in, a, nullptr, q8::form_for(w_type));
     for (int j0 = 0; j0 < n_out; j0 += kRows) q8::rows(qi, a, w, w_type, y, n_out, j0, std::min(kRows, n_out - j0));
     return;
   }
@@ -526,10 +526,13 @@ void linear_multi(std::span<const LinearJob> jobs, ThreadPool* pool) {
     const LinearJob& jb = jobs[i];
     if (!linear_rounds_activations(jb.w_type, jb.act) || jb.n_tokens <= 0) continue;
     for (size_t k = 0; k < i && !acts[i]; ++k) {
-      if (acts[k] && jobs[k].x == jb.x && jobs[k].n_tokens == jb.n_tokens && jobs[k].n_in == jb.n_in) acts[i] = acts[k];
+      if (acts[k] && jobs[k].x == jb.x && jobs[k].n_tokens == jb.n_tokens && jobs[k].n_in == jb.n_in &&
+          acts[k]->form == q8::form_for(jb.w_type)) {
+        acts[i] = acts[k];
+      }
     }
     if (!acts[i]) {
-      q8::quantize(q8::best_isa(), jb.x, jb.n_tokens, jb.n_in, act_store[i], pool);
+      q8::quantize(q8::best_isa(), jb.x, jb.n_tokens, jb.n_in, act_store[i], pool, q8::form_for(jb.w_type));
       acts[i] = &act_store[i];
     }
   }

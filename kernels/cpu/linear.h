@@ -12,7 +12,7 @@ namespace specchat::cpu {
 // How cpu::linear treats the activations x for block-type weights (16-bit and f32 weights always
 // keep them in f32).
 //   q8:  each row of x is rounded to 8 bits per block of 32 values (scale max|x| / 127, like
-//        ggml's q8_0) and multiplied with the weight blocks' integers in integer arithmetic
+//        ggml's q8_0; for q4_K weights per super-block of 256, like ggml's q8_K) and multiplied with the weight blocks' integers in integer arithmetic
 //        (AVX-512 VNNI / AVX2), then scaled in f32 (linear_q8.h gives the exact arithmetic).
 //        The engine's default on the CPU: decode reads each weight byte once at a fraction of
 //        the f32 path's instructions. Error: the llama.cpp class (it rounds activations the same

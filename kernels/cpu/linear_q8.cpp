@@ -19,6 +19,8 @@ void quantize_avx2(const float* x, int r0, int r1, int n_in, Act& out);
 void quantize_avx512(const float* x, int r0, int r1, int n_in, Act& out);
 void rows_avx2(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr);
 void rows_avx512(const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr);
+void quantize_k256_avx2(const float* x, int r0, int r1, int n_in, Act& out);
+void quantize_k256_avx512(const float* x, int r0, int r1, int n_in, Act& out);
 #endif
 
 namespace {
@@ -45,15 +47,42 @@ void quantize_generic(const float* x, int r0, int r1, int n_in, Act& out) {
       }
       const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
       const float id = d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f;
-      int sum = 0;
       for (int i = 0; i < kBlock; ++i) {
         const float r = std::nearbyint(clamp127(xr[kBlock * b + i] * id));  // round half to even
         const int v = static_cast<int>(r);  // clamp127 maps NaN to -127: never out of range
         q[kBlock * b + i] = static_cast<int8_t>(v);
-        sum += v;
       }
       out.d[static_cast<size_t>(t) * nb + b] = d;
-      out.dsum[static_cast<size_t>(t) * nb + b] = d * static_cast<float>(sum);
+    }
+  }
+}
+
+// Form::k256: one d per 256 values (same rule as a 32-value block), stored in k256_pos order.
+void quantize_k256_generic(const float* x, int r0, int r1, int n_in, Act& out) {
+  const int nS = n_in / 256;
+  for (int t = r0; t < r1; ++t) {
+    const float* xr = x + static_cast<int64_t>(t) * n_in;
+    int8_t* q = out.q.data() + static_cast<int64_t>(t) * n_in;
+    for (int S = 0; S < nS; ++S) {
+      const float* p = xr + 256 * S;
+      float amax = 0.0f;
+      bool nan = false;
+      for (int i = 0; i < 256; ++i) {
+        amax = std::max(amax, std::fabs(p[i]));
+        nan = nan || std::isnan(p[i]);
+      }
+      const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
+      const float id = d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f;
+      for (int j = 0; j < 8; ++j) {
+        int sum = 0;
+        for (int i = 32 * j; i < 32 * j + 32; ++i) {
+          const int v = static_cast<int>(std::nearbyint(clamp127(p[i] * id)));
+          q[256 * S + k256_pos(i)] = static_cast<int8_t>(v);
+          sum += v;
+        }
+        out.bsum[static_cast<size_t>(t) * (n_in / kBlock) + 8 * S + j] = static_cast<int16_t>(sum);
+      }
+      out.d[static_cast<size_t>(t) * nS + S] = d;
     }
   }
 }
@@ -70,11 +99,55 @@ inline void group(const int* w, const int8_t* a, const float* s, float* f) {
   }
 }
 
+// q4_K / q5_K against Form::k256 activations, by linear_q8.h's 16-lane arithmetic.
+float dot_k256_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
+  const int8_t* aq = a.qrow(tk);
+  const float* D = a.drow(tk);
+  const int16_t* bs = a.brow(tk);
+  float F[16] = {};
+  for (int S = 0; S < a.n_in / 256; ++S) {
+    const uint8_t *qs, *qh = nullptr, *scales;
+    uint16_t d16, dmin16;
+    if (t == DType::q4_k) {
+      const auto* k = reinterpret_cast<const BlockQ4K*>(wrow) + S;
+      qs = k->qs, scales = k->scales, d16 = k->d, dmin16 = k->dmin;
+    } else {
+      const auto* k = reinterpret_cast<const BlockQ5K*>(wrow) + S;
+      qs = k->qs, qh = k->qh, scales = k->scales, d16 = k->d, dmin16 = k->dmin;
+    }
+    int32_t I[16] = {}, M[16] = {};
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) scale_min_k4(j, scales, &sc[j], &m[j]);
+    for (int j = 0; j < 8; ++j) {
+      const int grp = (j % 4) >= 2 ? 1 : 0;
+      const int8_t* as = aq + 256 * S + k256_pos(32 * j);  // the sub-block's 32 values, in order
+      for (int l = 0; l < 8; ++l) {
+        int32_t s = 0;
+        for (int i = 4 * l; i < 4 * l + 4; ++i) {
+          int w = (qs[32 * (j / 2) + i] >> (4 * (j & 1))) & 0xF;
+          if (qh) w |= ((qh[i] >> j) & 1) << 4;
+          s += w * as[i];
+        }
+        I[8 * grp + l] += static_cast<int32_t>(sc[j]) * s;
+      }
+    }
+    for (int l = 0; l < 4; ++l) {
+      M[l] = static_cast<int32_t>(m[2 * l]) * bs[8 * S + 2 * l] + static_cast<int32_t>(m[2 * l + 1]) * bs[8 * S + 2 * l + 1];
+    }
+    const float dd = f16_to_f32(d16) * D[S], mm = -(f16_to_f32(dmin16) * D[S]);
+    for (int l = 0; l < 16; ++l) F[l] = std::fma(static_cast<float>(I[l]), dd, F[l]);
+    for (int l = 0; l < 16; ++l) F[l] = std::fma(static_cast<float>(M[l]), mm, F[l]);
+  }
+  float v[8];
+  for (int l = 0; l < 8; ++l) v[l] = F[l] + F[l + 8];
+  return hsum8(v);
+}
+
 // y = x_t · w_row by the arithmetic of linear_q8.h.
 float dot_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
+  if (form_for(t) == Form::k256) return dot_k256_generic(a, tk, wrow, t);
   const int8_t* aq = a.qrow(tk);
   const float* da = a.drow(tk);
-  const float* ds = a.srow(tk);
   float F[2][8] = {};
   int w[32];
   float s[8];
@@ -98,36 +171,6 @@ float dot_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
         }
         std::fill(s, s + 8, dw * da[b]);
         group(w, aq + 32 * b, s, F[b & 1]);
-      }
-      break;
-    case DType::q4_k:
-    case DType::q5_k:
-      for (int S = 0; S < n_in / 256; ++S) {
-        const uint8_t *qs, *qh = nullptr, *scales;
-        uint16_t d16, dmin16;
-        if (t == DType::q4_k) {
-          const auto* k = reinterpret_cast<const BlockQ4K*>(wrow) + S;
-          qs = k->qs, scales = k->scales, d16 = k->d, dmin16 = k->dmin;
-        } else {
-          const auto* k = reinterpret_cast<const BlockQ5K*>(wrow) + S;
-          qs = k->qs, qh = k->qh, scales = k->scales, d16 = k->d, dmin16 = k->dmin;
-        }
-        const float d = f16_to_f32(d16), dmin = f16_to_f32(dmin16);
-        float dsc[8];
-        for (int j = 0; j < 8; ++j) {
-          uint8_t sc, m;
-          scale_min_k4(j, scales, &sc, &m);
-          dsc[j] = d * static_cast<float>(sc);
-          F[0][j] = std::fma(-(dmin * static_cast<float>(m)), ds[8 * S + j], F[0][j]);
-        }
-        for (int j = 0; j < 8; ++j) {
-          for (int i = 0; i < 32; ++i) {
-            w[i] = (qs[32 * (j / 2) + i] >> (4 * (j & 1))) & 0xF;
-            if (qh) w[i] |= ((qh[i] >> j) & 1) << 4;
-          }
-          std::fill(s, s + 8, dsc[j] * da[8 * S + j]);
-          group(w, aq + 256 * S + 32 * j, s, F[j & 1]);
-        }
       }
       break;
     case DType::q6_k:
@@ -183,15 +226,31 @@ Isa best_isa() {
   return best;
 }
 
-void quantize(Isa isa, const float* x, int n_rows, int n_in, Act& out, ThreadPool* pool) {
+void quantize(Isa isa, const float* x, int n_rows, int n_in, Act& out, ThreadPool* pool, Form form) {
   if (n_in % kBlock != 0) throw std::invalid_argument("cpu::linear (q8 activations): rows are not whole blocks of 32");
+  if (form == Form::k256 && n_in % 256 != 0) {
+    throw std::invalid_argument("cpu::linear (q8 activations): rows are not whole super-blocks of 256");
+  }
+  out.form = form;
   out.n_rows = n_rows;
   out.n_in = n_in;
   // Sized, never shrunk: the buffers are reused from call to call.
   const size_t nq = static_cast<size_t>(n_rows) * static_cast<size_t>(n_in), nb = nq / kBlock;
   if (out.q.size() < nq) out.q.resize(nq);
-  if (out.d.size() < nb) out.d.resize(nb), out.dsum.resize(nb);
+  if (form == Form::b32) {
+    if (out.d.size() < nb) out.d.resize(nb);
+  } else {
+    if (out.d.size() < nq / 256) out.d.resize(nq / 256);
+    if (out.bsum.size() < nb) out.bsum.resize(nb);
+  }
   auto run = [&](int r0, int r1) {
+    if (form == Form::k256) {
+#if defined(__x86_64__)
+      if (isa == Isa::avx512) return quantize_k256_avx512(x, r0, r1, n_in, out);
+      if (isa == Isa::avx2) return quantize_k256_avx2(x, r0, r1, n_in, out);
+#endif
+      return quantize_k256_generic(x, r0, r1, n_in, out);
+    }
 #if defined(__x86_64__)
     if (isa == Isa::avx512) return quantize_avx512(x, r0, r1, n_in, out);
     if (isa == Isa::avx2) return quantize_avx2(x, r0, r1, n_in, out);
@@ -213,6 +272,7 @@ void quantize(Isa isa, const float* x, int n_rows, int n_in, Act& out, ThreadPoo
 }
 
 void rows(Isa isa, const Act& a, const void* w, DType t, float* y, int n_out, int j0, int nr) {
+  if (a.form != form_for(t)) throw std::invalid_argument("cpu::linear (q8 activations): activations in the wrong form");
 #if defined(__x86_64__)
   if (isa == Isa::avx512) return rows_avx512(a, w, t, y, n_out, j0, nr);
   if (isa == Isa::avx2) return rows_avx2(a, w, t, y, n_out, j0, nr);

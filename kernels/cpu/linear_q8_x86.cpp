@@ -1,6 +1,7 @@
-// The SIMD variants of cpu::linear's integer path (linear_q8.h): AVX2 (maddubs/madd: every
-// product pair fits in 16 bits, see each type) and AVX-512 VNNI (vpdpbusd: four u8 × s8 products
-// into each 32-bit lane). Both compute the integer lane sums of linear_q8.h exactly and then its
+// The SIMD variants of cpu::linear's integer path (linear_q8.h) for Form::b32 (q8_0, q4_0 and
+// q6_K; q4_K and q5_K are in linear_q8k_x86.cpp): AVX2 (maddubs/madd: every product pair fits in
+// 16 bits, see each type) and AVX-512 VNNI (vpdpbusd: four u8 × s8 products into each 32-bit
+// lane). Both compute the integer lane sums of linear_q8.h exactly and then its
 // f32 operations in its order, so they give the scalar twin's bits.
 //
 // Signed weights against the unsigned operand: AVX2 moves the weight's sign onto the activation
@@ -14,61 +15,12 @@
 #include <limits>
 #include <cstring>
 
-#include "kernels/cpu/linear_q8.h"
-#include "kernels/cpu/linear_tiling.h"
-#include "kernels/cpu/quant.h"
+#include "kernels/cpu/linear_q8_x86.h"
 
 namespace specchat::cpu::q8 {
 
 using tiling::hsum;
 using tiling::kRows;
-
-namespace {
-
-// Scales and mins of a q4_K/q5_K block as bytes: [0..8) the 8 sub-block scales, [8..16) the mins
-// (scale_min_k4's bit layout, four sub-blocks per 32-bit word).
-inline void k4_scale_bytes(const uint8_t* scales, uint8_t out[16]) {
-  uint32_t w0, w1, w2;
-  std::memcpy(&w0, scales, 4);
-  std::memcpy(&w1, scales + 4, 4);
-  std::memcpy(&w2, scales + 8, 4);
-  const uint32_t o[4] = {w0 & 0x3F3F3F3Fu, (w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4), w1 & 0x3F3F3F3Fu,
-                         ((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)};
-  std::memcpy(out, o, 16);
-}
-
-// Software prefetch of the weight bytes kPrefetch ahead of [p, p + n): with the integer work per
-// byte, a core issues its loads too slowly for the hardware prefetchers to keep DRAM busy
-// (measured: 2048 x 131072, two threads, q8_0 34 -> 67 GB/s, q4_K 16 -> 33, q6_K 19 -> 61).
-constexpr size_t kPrefetch = 16384;
-inline void prefetch_block(const uint8_t* p, size_t n) {
-  for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + o), _MM_HINT_T0);
-}
-
-// ---------------------------------------------------------------------------------------------
-// AVX2
-
-SPECCHAT_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// 8 lanes of Σ of 4 products u8 × s8 (exact while each pair of products fits in 16 bits).
-SPECCHAT_AVX2 inline __m256i dot4(__m256i u, __m256i s) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
-
-SPECCHAT_AVX2 inline int hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
-}
-
-// 8 floats: max_ps / min_ps clamp to ±127, round half to even (MXCSR default), 32-bit integers.
-SPECCHAT_AVX2 inline __m256i round8(__m256 v, __m256 id) {
-  v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, id), _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
-  return _mm256_cvtps_epi32(v);
-}
-
-}  // namespace
 
 SPECCHAT_AVX2 void quantize_avx2(const float* x, int r0, int r1, int n_in, Act& out) {
   const int nb = n_in / kBlock;
@@ -91,30 +43,17 @@ SPECCHAT_AVX2 void quantize_avx2(const float* x, int r0, int r1, int n_in, Act& 
       const float d = _mm256_movemask_ps(unord) ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
       const __m256 id = _mm256_set1_ps(d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f);
       const __m256i i0 = round8(v0, id), i1 = round8(v1, id), i2 = round8(v2, id), i3 = round8(v3, id);
-      const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
       // packs interleave 128-bit halves: [i0 lo, i1 lo, i0 hi, i1 hi] etc.; permute back to order.
       const __m256i p16a = _mm256_packs_epi32(i0, i1), p16b = _mm256_packs_epi32(i2, i3);
       const __m256i p8 = _mm256_packs_epi16(p16a, p16b);
       const __m256i ordered = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + kBlock * b), ordered);
       out.d[static_cast<size_t>(t) * nb + b] = d;
-      out.dsum[static_cast<size_t>(t) * nb + b] = d * static_cast<float>(sum);
     }
   }
 }
 
 namespace {
-
-// Integer weights of one 32-value group as the AVX2 kernel feeds them to dot4.
-SPECCHAT_AVX2 inline __m256i k45_u(const uint8_t* qs, const uint8_t* qh, int j) {
-  const __m256i raw = load32(qs + 32 * (j / 2));
-  __m256i q = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
-  if (qh) {
-    const __m256i h = _mm256_srl_epi16(load32(qh), _mm_cvtsi32_si128(j));
-    q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(h, 4), _mm256_set1_epi8(0x10)));
-  }
-  return q;
-}
 
 // q6_K group gi as unsigned 6-bit values (the − 32 is applied through the activation sums).
 SPECCHAT_AVX2 inline __m256i q6_u(const BlockQ6K& k, int gi) {
@@ -126,32 +65,6 @@ SPECCHAT_AVX2 inline __m256i q6_u(const BlockQ6K& k, int gi) {
   return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
 }
 
-// Super-block S of a q4_K/q5_K row: its quants (qh null for q4_K), and d · sc (8 sub-block
-// scales) and dmin · m (8 mins) as f32 products.
-struct K45Block {
-  const uint8_t* qs;
-  const uint8_t* qh;
-  __m256 dsc, dm;
-};
-SPECCHAT_AVX2 inline K45Block k45_block(const uint8_t* row, int S, bool q5) {
-  K45Block b;
-  uint16_t d16, dm16;
-  const uint8_t* scales;
-  if (q5) {
-    const BlockQ5K& k = reinterpret_cast<const BlockQ5K*>(row)[S];
-    b.qs = k.qs, b.qh = k.qh, scales = k.scales, d16 = k.d, dm16 = k.dmin;
-  } else {
-    const BlockQ4K& k = reinterpret_cast<const BlockQ4K*>(row)[S];
-    b.qs = k.qs, b.qh = nullptr, scales = k.scales, d16 = k.d, dm16 = k.dmin;
-  }
-  alignas(16) uint8_t sm[16];
-  k4_scale_bytes(scales, sm);
-  const __m128i smv = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
-  b.dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d16)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv)));
-  b.dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(dm16)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8))));
-  return b;
-}
-
 // G rows of x (tk ..) against R weight rows wr[0 .. R) (a short block repeats its last row, not
 // stored): each weight group is unpacked once for the G rows. Per row of x the operations do not
 // depend on R or G.
@@ -160,8 +73,7 @@ SPECCHAT_AVX2 void rows_rg_avx2(const Act& a, int tk, const uint8_t* const wr[],
                                 int nr) {
   const int8_t* aq[G];
   const float* da[G];
-  const float* ds[G];
-  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), da[g] = a.drow(tk + g), ds[g] = a.srow(tk + g);
+  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), da[g] = a.drow(tk + g);
   const int n_in = a.n_in;
   __m256 F[2][R][G];
   for (int q = 0; q < R; ++q) {
@@ -211,38 +123,6 @@ SPECCHAT_AVX2 void rows_rg_avx2(const Act& a, int tk, const uint8_t* const wr[],
         }
       }
       break;
-    case DType::q4_k:
-    case DType::q5_k: {
-      const bool q5 = t == DType::q5_k;
-      alignas(32) float sq[R][G][8];
-      for (int S = 0; S < n_in / 256; ++S) {
-        const size_t bb = q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
-        for (int q = 0; q < R; ++q) prefetch_block(wr[q] + S * bb, bb);
-        const uint8_t* qs[R];
-        const uint8_t* qh[R];
-        for (int q = 0; q < R; ++q) {
-          const K45Block kb = k45_block(wr[q], S, q5);
-          qs[q] = kb.qs, qh[q] = kb.qh;
-          const __m256 dsc = kb.dsc, dm = kb.dm;
-          for (int g = 0; g < G; ++g) {
-            F[0][q][g] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(ds[g] + 8 * S), F[0][q][g]);
-            _mm256_store_ps(sq[q][g], _mm256_mul_ps(dsc, _mm256_loadu_ps(da[g] + 8 * S)));
-          }
-        }
-        for (int j = 0; j < 8; ++j) {
-          __m256i x[G];
-          for (int g = 0; g < G; ++g) x[g] = load32(aq[g] + 256 * S + 32 * j);
-          for (int q = 0; q < R; ++q) {
-            const __m256i u = k45_u(qs[q], qh[q], j);  // u <= 31
-            for (int g = 0; g < G; ++g) {
-              const __m256i L = dot4(u, x[g]);
-              F[j & 1][q][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_broadcast_ss(&sq[q][g][j]), F[j & 1][q][g]);
-            }
-          }
-        }
-      }
-      break;
-    }
     case DType::q6_k: {
       alignas(32) float dsc[R][16];
       for (int S = 0; S < n_in / 256; ++S) {
@@ -289,6 +169,7 @@ SPECCHAT_AVX2 void rows_avx2(const Act& a, const void* w, DType t, float* y, int
   const size_t row_bytes = dtype_row_bytes(t, static_cast<uint64_t>(a.n_in));
   const uint8_t* wr[kRows];
   for (int q = 0; q < kRows; ++q) wr[q] = static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 + std::min(q, nr - 1)) * row_bytes;
+  if (t == DType::q4_k || t == DType::q5_k) return rows_k256_avx2(a, wr, t, y, n_out, j0, nr);
   // 16 registers: a lone row of x takes the 4 weight rows at once (8 accumulators); pairs of rows
   // take 2 weight rows at a time (8 accumulators), so the weights are unpacked once per pair.
   int tk = 0;
@@ -302,7 +183,6 @@ SPECCHAT_AVX2 void rows_avx2(const Act& a, const void* w, DType t, float* y, int
 // ---------------------------------------------------------------------------------------------
 // AVX-512 VNNI
 
-#define SPECCHAT_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 // GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized on its `__m512 __Y = __Y;` idiom
 // (GCC bug 105593, fixed in GCC 13): silenced for the AVX-512 functions only.
@@ -327,16 +207,13 @@ SPECCHAT_VNNI void quantize_avx512(const float* x, int r0, int r1, int n_in, Act
       const __m512i i1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, id), lo), hi));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kBlock * b), _mm512_cvtepi32_epi8(i0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kBlock * b + 16), _mm512_cvtepi32_epi8(i1));
-      const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
       out.d[static_cast<size_t>(t) * nb + b] = d;
-      out.dsum[static_cast<size_t>(t) * nb + b] = d * static_cast<float>(sum);
     }
   }
 }
 
 namespace {
 
-SPECCHAT_VNNI inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
 
 // −c · Σ a over each lane's four activations (c = 2^shift): the start of a lane whose weights
 // carry the offset c.
@@ -360,8 +237,7 @@ SPECCHAT_VNNI void group_avx512(const Act& a, int tk, const uint8_t* const wr[kR
                                 int j0, int nr) {
   const int8_t* aq[G];
   const float* da[G];
-  const float* ds[G];
-  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), da[g] = a.drow(tk + g), ds[g] = a.srow(tk + g);
+  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), da[g] = a.drow(tk + g);
   const int n_in = a.n_in;
   __m512 F[G][kRows];
   for (int g = 0; g < G; ++g) {
@@ -440,51 +316,6 @@ SPECCHAT_VNNI void group_avx512(const Act& a, int tk, const uint8_t* const wr[kR
       }
       break;
     }
-    case DType::q4_k:
-    case DType::q5_k: {
-      const bool q5 = t == DType::q5_k;
-      const __m512i nib_shift = _mm512_mask_blend_epi32(0xFF00, _mm512_setzero_si512(), _mm512_set1_epi16(4));
-      alignas(64) float sq[kRows][G][16] = {};
-      for (int S = 0; S < n_in / 256; ++S) {
-        const size_t bb = q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
-        for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + S * bb, bb);
-        const uint8_t* qs[kRows];
-        const uint8_t* qh[kRows];
-        for (int q = 0; q < kRows; ++q) {
-          const K45Block kb = k45_block(wr[q], S, q5);
-          qs[q] = kb.qs, qh[q] = kb.qh;
-          const __m256 dsc = kb.dsc, dm = kb.dm;
-          for (int g = 0; g < G; ++g) {
-            const __m256 ds8 = _mm256_loadu_ps(ds[g] + 8 * S);
-            F[g][q] = _mm512_mask3_fnmadd_ps(_mm512_castps256_ps512(dm), _mm512_castps256_ps512(ds8), F[g][q], 0x00FF);
-            _mm256_store_ps(sq[q][g], _mm256_mul_ps(dsc, _mm256_loadu_ps(da[g] + 8 * S)));
-          }
-        }
-        for (int h = 0; h < 4; ++h) {
-          const __m512i idx = pair_idx(2 * h, 2 * h + 1);
-          __m512i xv[G];
-          for (int g = 0; g < G; ++g) xv[g] = load64(aq[g] + 256 * S + 64 * h);
-          for (int q = 0; q < kRows; ++q) {
-            // The 32 bytes in both halves, shifted by 0 (low nibbles: sub-block 2h) and 4 (high: 2h + 1).
-            const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs[q] + 32 * h)));
-            __m512i u = _mm512_and_si512(_mm512_srlv_epi16(raw, nib_shift), _mm512_set1_epi8(0x0F));
-            if (q5) {  // bit 2h (low half) and 2h + 1 (high half) of qh, as bit 4
-              const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh[q])));
-              const __m512i cnt = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi16(static_cast<short>(2 * h)),
-                                                          _mm512_set1_epi16(static_cast<short>(2 * h + 1)));
-              u = _mm512_or_si512(u, _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(hb, cnt), 4),
-                                                      _mm512_set1_epi8(0x10)));
-            }
-            for (int g = 0; g < G; ++g) {
-              const __m512i L = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, xv[g]);
-              const __m512 s = _mm512_permutexvar_ps(idx, _mm512_load_ps(sq[q][g]));
-              F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), s, F[g][q]);
-            }
-          }
-        }
-      }
-      break;
-    }
     case DType::q6_k: {
       alignas(64) float dsc[kRows][16];
       for (int S = 0; S < n_in / 256; ++S) {
@@ -546,6 +377,7 @@ SPECCHAT_VNNI void rows_avx512(const Act& a, const void* w, DType t, float* y, i
   const uint8_t* wr[kRows];
   for (int q = 0; q < kRows; ++q) wr[q] = static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 + std::min(q, nr - 1)) * row_bytes;
   int tk = 0;
+  if (t == DType::q4_k || t == DType::q5_k) return rows_k256_avx512(a, wr, t, y, n_out, j0, nr);
   for (; tk + 4 <= a.n_rows; tk += 4) group_avx512<4>(a, tk, wr, t, y, n_out, j0, nr);
   if (tk + 2 <= a.n_rows) {
     group_avx512<2>(a, tk, wr, t, y, n_out, j0, nr);

@@ -20,7 +20,7 @@ using namespace specchat;
 using namespace specchat::test;
 namespace q8 = specchat::cpu::q8;
 
-TEST_CASE("q8 activations: scale max|x| / 127, round half to even, clamp, block sums", "[unit][kernels][linear][quant]") {
+TEST_CASE("q8 activations: scale max|x| / 127, round half to even, clamp", "[unit][kernels][linear][quant]") {
   std::vector<float> x(64, 0.0f);
   x[0] = 127.0f;  // d = 1
   x[1] = -63.5f;  // half: to even, -64
@@ -39,13 +39,70 @@ TEST_CASE("q8 activations: scale max|x| / 127, round half to even, clamp, block 
     CHECK(a.q[2] == 0);
     CHECK(a.q[3] == 2);
     CHECK(a.q[4] == -127);
-    CHECK(a.dsum[0] == 127.0f - 64 + 2 - 127);
     CHECK(a.d[1] == 0.0f);
     for (int i = 32; i < 64; ++i) CHECK(a.q[static_cast<size_t>(i)] == 0);
   }
   std::vector<float> odd(48);
   q8::Act a;
   CHECK_THROWS_AS(q8::quantize(q8::Isa::generic, odd.data(), 1, 48, a), std::invalid_argument);
+}
+
+TEST_CASE("q8 activations for q4_K/q5_K: one scale per 256 values, the nibbles' storage order, sub-block sums", "[unit][kernels][linear][quant]") {
+  // Row 0: values i − 128 (|x| ≤ 128: d = 128 / 127), a NaN-free super-block; row 1: an all-zero
+  // super-block then one whose maximum is in its last sub-block.
+  const int n_in = 512;
+  std::vector<float> x(2 * static_cast<size_t>(n_in), 0.0f);
+  for (int i = 0; i < 256; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i - 128);
+  for (int i = 256; i < 512; ++i) x[static_cast<size_t>(i)] = 1.0f;
+  float* r1 = x.data() + n_in;
+  r1[256 + 255] = -254.0f;  // super-block 1 of row 1: d = 2, its ones round to 0 (0.5, half to even)
+  r1[256 + 3] = 3.0f;       // 1.5 → 2
+  for (const q8::Isa isa : {q8::Isa::generic, q8::Isa::avx2, q8::Isa::avx512}) {
+    if (!q8::isa_supported(isa)) continue;
+    INFO("isa " << static_cast<int>(isa));
+    q8::Act a;
+    q8::quantize(isa, x.data(), 2, n_in, a, nullptr, q8::Form::k256);
+    REQUIRE(a.form == q8::Form::k256);
+    CHECK(a.d[0] == 128.0f / 127.0f);
+    CHECK(a.d[1] == 1.0f / 127.0f);
+    CHECK(a.d[2] == 0.0f);
+    CHECK(a.d[3] == 2.0f);
+    // Value i of a super-block sits at k256_pos(i): 128-value halves as sub-blocks 0, 2, 1, 3.
+    CHECK(q8::k256_pos(0) == 0);
+    CHECK(q8::k256_pos(32) == 64);
+    CHECK(q8::k256_pos(64) == 32);
+    CHECK(q8::k256_pos(100) == 100);
+    CHECK(q8::k256_pos(130) == 130);
+    CHECK(q8::k256_pos(170) == 202);
+    const int8_t* q0 = a.qrow(0);
+    const float inv = 1.0f / (128.0f / 127.0f);
+    int mismatches = 0;
+    for (int i = 0; i < 256; ++i) {
+      const int want = static_cast<int>(std::nearbyint(std::min(127.0f, std::max(-127.0f, static_cast<float>(i - 128) * inv))));
+      mismatches += q0[q8::k256_pos(i)] != want;
+    }
+    CHECK(mismatches == 0);
+    for (int j = 0; j < 8; ++j) {
+      int sum = 0;
+      for (int i = 32 * j; i < 32 * j + 32; ++i) sum += q0[q8::k256_pos(i)];
+      CHECK(a.brow(0)[j] == sum);
+    }
+    for (int j = 8; j < 16; ++j) CHECK(a.brow(0)[j] == 32 * 127);  // ones at d = 1/127
+    const int8_t* q1 = a.qrow(1);
+    for (int i = 0; i < 256; ++i) CHECK(q1[i] == 0);
+    CHECK(q1[256 + q8::k256_pos(255)] == -127);
+    CHECK(q1[256 + q8::k256_pos(3)] == 2);
+    CHECK(a.brow(1)[8] == 2);
+    CHECK(a.brow(1)[15] == -127);
+  }
+  std::vector<float> short_row(288);
+  q8::Act a;
+  CHECK_THROWS_AS(q8::quantize(q8::Isa::generic, short_row.data(), 1, 288, a, nullptr, q8::Form::k256), std::invalid_argument);
+  // A kernel handed activations in the other form refuses them.
+  q8::quantize(q8::Isa::generic, x.data(), 1, 256, a);
+  const std::vector<uint8_t> w = random_blocks(DType::q4_k, 4, 5);
+  std::vector<float> y(4);
+  CHECK_THROWS_AS(q8::rows(q8::Isa::generic, a, w.data(), DType::q4_k, y.data(), 4, 0, 4), std::invalid_argument);
 }
 
 TEST_CASE("q8 activations: every variant gives the scalar twin's bits on random blocks", "[unit][kernels][linear][quant]") {
@@ -82,9 +139,11 @@ TEST_CASE("q8 activations: every variant gives the scalar twin's bits on random 
 }
 
 TEST_CASE("q8 activations: the error stays within what rounding x to 8 bits allows", "[unit][kernels][linear][quant]") {
-  // |Σ w_i (x_i − x̂_i)| <= Σ_b (max|x|_b / 254) Σ_{i in b} |w_i|, plus f32 summation error.
+  // |Σ w_i (x_i − x̂_i)| <= Σ_b (max|x|_b / 254) Σ_{i in b} |w_i|, plus f32 summation error;
+  // b the activation blocks: 32 values, 256 for q4_K (Form::k256).
   const int n_in = 1024, n_out = 13, n = 3;
   for (DType t : kBlockTypes) {
+    const int bw = cpu::q8::form_for(t) == cpu::q8::Form::k256 ? 256 : 32;
     const std::vector<uint8_t> w = quantized_weights(t, n_out, n_in, 3);
     const std::vector<float> x = uniform(static_cast<size_t>(n) * n_in, 1.0f, 4);
     std::vector<float> got(static_cast<size_t>(n) * n_out), exact(got.size());
@@ -97,9 +156,9 @@ TEST_CASE("q8 activations: the error stays within what rounding x to 8 bits allo
       for (int r = 0; r < n; ++r) {
         const float* xr = x.data() + static_cast<size_t>(r) * n_in;
         double bound = 0, mag = 0;
-        for (int b = 0; b < n_in / 32; ++b) {
+        for (int b = 0; b < n_in / bw; ++b) {
           double amax = 0, wsum = 0;
-          for (int i = 32 * b; i < 32 * b + 32; ++i) {
+          for (int i = bw * b; i < bw * b + bw; ++i) {
             amax = std::max(amax, std::fabs(static_cast<double>(xr[i])));
             wsum += std::fabs(static_cast<double>(wrow[static_cast<size_t>(i)]));
             mag += std::fabs(static_cast<double>(xr[i]) * wrow[static_cast<size_t>(i)]);
