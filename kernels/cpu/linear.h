@@ -12,13 +12,14 @@ namespace specchat::cpu {
 // How cpu::linear treats the activations x for block-type weights (16-bit and f32 weights always
 // keep them in f32).
 //   q8:  each row of x is rounded to 8 bits per block of 32 values (scale max|x| / 127, like
-//        ggml's q8_0; for q4_K weights per super-block of 256, like ggml's q8_K) and multiplied with the weight blocks' integers in integer arithmetic
-//        (AVX-512 VNNI / AVX2), then scaled in f32 (linear_q8.h gives the exact arithmetic).
+//        ggml's q8_0; for q4_K, q5_K and q6_K weights per super-block of 256, like ggml's
+//        q8_K) and multiplied with the weight blocks' integers in integer arithmetic (AVX-512
+//        VNNI / AVX2), then scaled in f32 (linear_q8.h gives the exact arithmetic).
 //        The engine's default on the CPU: decode reads each weight byte once at a fraction of
 //        the f32 path's instructions. Error: the llama.cpp class (it rounds activations the same
 //        way); against an f64 forward on the dequantized weights, within the llama_cpp_class
 //        tier of tests/data/quant/tolerances.json (Q8_0 3.4e-2, Q4_K_M 4e-2, Q6_K 3.8e-2
-//        normalized), about 1e-2 measured.
+//        normalized), 1.0–1.8e-2 measured.
 //   f32: the activations are never rounded: block weights are dequantized to f32 exactly as
 //        dequantize_row_ref (quant.h) does and products summed in f32, within the strict tier
 //        (1e-3 normalized). Slower (the dequantization is the hot loop).

@@ -57,8 +57,11 @@ void quantize_generic(const float* x, int r0, int r1, int n_in, Act& out) {
   }
 }
 
-// Form::k256: one d per 256 values (same rule as a 32-value block), stored in k256_pos order.
+// Form::k256 / k256n: one d per 256 values (same rule as a 32-value block), stored in k256_pos
+// order with a sum per 32 values (k256) or in natural order with a sum per 16 (k256n).
 void quantize_k256_generic(const float* x, int r0, int r1, int n_in, Act& out) {
+  const bool natural = out.form == Form::k256n;
+  const int span = out.bsum_span();
   const int nS = n_in / 256;
   for (int t = r0; t < r1; ++t) {
     const float* xr = x + static_cast<int64_t>(t) * n_in;
@@ -73,14 +76,14 @@ void quantize_k256_generic(const float* x, int r0, int r1, int n_in, Act& out) {
       }
       const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
       const float id = d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f;
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < 256 / span; ++j) {
         int sum = 0;
-        for (int i = 32 * j; i < 32 * j + 32; ++i) {
+        for (int i = span * j; i < span * j + span; ++i) {
           const int v = static_cast<int>(std::nearbyint(clamp127(p[i] * id)));
-          q[256 * S + k256_pos(i)] = static_cast<int8_t>(v);
+          q[256 * S + (natural ? i : k256_pos(i))] = static_cast<int8_t>(v);
           sum += v;
         }
-        out.bsum[static_cast<size_t>(t) * (n_in / kBlock) + 8 * S + j] = static_cast<int16_t>(sum);
+        out.bsum[static_cast<size_t>(t) * (n_in / span) + (256 / span) * S + j] = static_cast<int16_t>(sum);
       }
       out.d[static_cast<size_t>(t) * nS + S] = d;
     }
@@ -143,9 +146,44 @@ float dot_k256_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
   return hsum8(v);
 }
 
+// q6_K against Form::k256n activations, by linear_q8.h's arithmetic.
+float dot_q6k_generic(const Act& a, int tk, const uint8_t* wrow) {
+  const int8_t* aq = a.qrow(tk);
+  const float* D = a.drow(tk);
+  const int16_t* bs = a.brow(tk);
+  float F[16] = {};
+  for (int S = 0; S < a.n_in / 256; ++S) {
+    const auto* k = reinterpret_cast<const BlockQ6K*>(wrow) + S;
+    int32_t I[16] = {};
+    for (int gi = 0; gi < 8; ++gi) {  // values 32gi .. 32gi + 31: lanes 8 (gi mod 2) + i / 4
+      const int h = gi / 4, g = gi % 4;
+      const uint8_t* ql = k->ql + 64 * h + 32 * (g & 1);
+      const uint8_t* qh = k->qh + 32 * h;
+      const int8_t* as = aq + 256 * S + 32 * gi;
+      for (int l = 0; l < 8; ++l) {
+        int32_t s = 0;
+        for (int i = 4 * l; i < 4 * l + 4; ++i) {
+          const int q = (g >= 2 ? ql[i] >> 4 : ql[i] & 0xF) | (((qh[i] >> (2 * g)) & 3) << 4);
+          s += q * as[i];
+        }
+        I[8 * (gi & 1) + l] += static_cast<int32_t>(k->scales[(32 * gi + 4 * l) / 16]) * s;
+      }
+    }
+    int32_t m = 0;
+    for (int sb = 0; sb < 16; ++sb) m += static_cast<int32_t>(k->scales[sb]) * bs[16 * S + sb];
+    I[0] += -32 * m;
+    const float dd = f16_to_f32(k->d) * D[S];
+    for (int l = 0; l < 16; ++l) F[l] = std::fma(static_cast<float>(I[l]), dd, F[l]);
+  }
+  float v[8];
+  for (int l = 0; l < 8; ++l) v[l] = F[l] + F[l + 8];
+  return hsum8(v);
+}
+
 // y = x_t · w_row by the arithmetic of linear_q8.h.
 float dot_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
   if (form_for(t) == Form::k256) return dot_k256_generic(a, tk, wrow, t);
+  if (form_for(t) == Form::k256n) return dot_q6k_generic(a, tk, wrow);
   const int8_t* aq = a.qrow(tk);
   const float* da = a.drow(tk);
   float F[2][8] = {};
@@ -171,26 +209,6 @@ float dot_generic(const Act& a, int tk, const uint8_t* wrow, DType t) {
         }
         std::fill(s, s + 8, dw * da[b]);
         group(w, aq + 32 * b, s, F[b & 1]);
-      }
-      break;
-    case DType::q6_k:
-      for (int S = 0; S < n_in / 256; ++S) {
-        const auto* k = reinterpret_cast<const BlockQ6K*>(wrow) + S;
-        const float d = f16_to_f32(k->d);
-        for (int gi = 0; gi < 8; ++gi) {
-          const int h = gi / 4, g = gi % 4;
-          const uint8_t* ql = k->ql + 64 * h + 32 * (g & 1);
-          const uint8_t* qh = k->qh + 32 * h;
-          for (int i = 0; i < 32; ++i) {
-            const int lo = g >= 2 ? ql[i] >> 4 : ql[i] & 0xF;
-            w[i] = (lo | (((qh[i] >> (2 * g)) & 3) << 4)) - 32;
-          }
-          const float s0 = (d * static_cast<float>(k->scales[2 * gi])) * da[8 * S + gi];
-          const float s1 = (d * static_cast<float>(k->scales[2 * gi + 1])) * da[8 * S + gi];
-          std::fill(s, s + 4, s0);
-          std::fill(s + 4, s + 8, s1);
-          group(w, aq + 256 * S + 32 * gi, s, F[gi & 1]);
-        }
       }
       break;
     default: throw std::invalid_argument("cpu::linear (q8 activations): not a block type");
@@ -228,7 +246,7 @@ Isa best_isa() {
 
 void quantize(Isa isa, const float* x, int n_rows, int n_in, Act& out, ThreadPool* pool, Form form) {
   if (n_in % kBlock != 0) throw std::invalid_argument("cpu::linear (q8 activations): rows are not whole blocks of 32");
-  if (form == Form::k256 && n_in % 256 != 0) {
+  if (form != Form::b32 && n_in % 256 != 0) {
     throw std::invalid_argument("cpu::linear (q8 activations): rows are not whole super-blocks of 256");
   }
   out.form = form;
@@ -241,10 +259,10 @@ void quantize(Isa isa, const float* x, int n_rows, int n_in, Act& out, ThreadPoo
     if (out.d.size() < nb) out.d.resize(nb);
   } else {
     if (out.d.size() < nq / 256) out.d.resize(nq / 256);
-    if (out.bsum.size() < nb) out.bsum.resize(nb);
+    if (out.bsum.size() < nq / out.bsum_span()) out.bsum.resize(nq / out.bsum_span());
   }
   auto run = [&](int r0, int r1) {
-    if (form == Form::k256) {
+    if (form != Form::b32) {
 #if defined(__x86_64__)
       if (isa == Isa::avx512) return quantize_k256_avx512(x, r0, r1, n_in, out);
       if (isa == Isa::avx2) return quantize_k256_avx2(x, r0, r1, n_in, out);

@@ -1,18 +1,16 @@
 // Internal to kernels/cpu: cpu::linear's integer path for block-type weights (linear.h,
 // Activations::q8). Each row of x is rounded to 8 bits (Form::b32: a scale per block of 32
-// values, like ggml's q8_0, for q8_0, q4_0 and q6_K weights; Form::k256: a scale per 256, like
-// ggml's q8_K, for q4_K and q5_K), and each weight block's integers are multiplied with those in
+// values, like ggml's q8_0, for q8_0 and q4_0 weights; Form::k256 / k256n: a scale per 256, like
+// ggml's q8_K, for q4_K, q5_K and q6_K), and each weight block's integers are multiplied with those in
 // integer arithmetic (exact), then scaled in f32.
 //
 // The arithmetic every variant performs, so that all of them (scalar twin, AVX2, AVX-512 VNNI)
 // give the same bits and a row's result never depends on what it is batched with. Form::b32:
-//   - The weights of a row are a stream of 32-value groups e (a q8_0/q4_0 block, two q6_K
-//     sub-blocks of 16), each with the activation block of the same columns.
+//   - The weights of a row are a stream of 32-value groups e (a q8_0/q4_0 block), each with the
+//     activation block of the same columns.
 //   - Per group, 8 integer lane sums L[l] = Σ_{i = 4l .. 4l + 3} w_i · a_i (w_i the integer
-//     weights: q8_0 q, q4_0 q − 8, q6_K q − 32; a_i the activation's integers).
-//   - Per group, lane scales s[l] = (d_w · sc) · d_a as f32 products (d_w · sc: the weight block's
-//     f16 scale times the sub-block scale, exact; q6_K: lanes 0-3 and 4-7 have their own sub-block
-//     scale).
+//     weights: q8_0 q, q4_0 q − 8; a_i the activation's integers).
+//   - Per group, lane scales s[l] = d_w · d_a as an f32 product (d_w the block's f16 scale).
 //   - Two sets of 8 f32 accumulators F0 (even groups) and F1 (odd groups):
 //     F[e & 1][l] = fma(float(L[l]), s[l], F[e & 1][l]).
 //   - y = hsum(F0 + F1) with hsum(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)).
@@ -32,6 +30,13 @@
 //   - y = hsum(F[0..8) + F[8..16)).
 // Its integers are magnitudes the 16-bit pair sums hold (31 · 127 · 2 per pair) and 32-bit
 // lanes hold (63 · 4 · 31 · 127 · 8 per lane), so every variant computes them exactly.
+//
+// Form::k256n (q6_K): the same one scale D per 256 values, stored in natural order, with a
+// sum per 16 values. Value v of super-block S (0 ≤ v < 256) goes to lane (v mod 64) / 4 of 16:
+//   - I[l] = Σ_{v in lane l} sc_{v / 16} · q_v · a_v  (q the unsigned 6-bit value, sc the signed
+//     8-bit sub-block scale), then I[0] += −32 · Σ_{s = 0..15} sc_s · bsum16_s (the − 32 of
+//     q − 32), all int32, exact (|I| ≤ 16 · 63 · 127 · 128 + 32 · 16 · 128 · 2032)
+//   - F[l] = fma(float(I[l]), d · D, F[l]) for l = 0..15; y = hsum(F[0..8) + F[8..16)).
 #pragma once
 
 #include <cstdint>
@@ -55,22 +60,28 @@ constexpr int kBlock = 32;  // activation values per scale
 // integers of each 128 values stored in the order [0-32, 64-96, 32-64, 96-128) (the order of a
 // q4_K/q5_K block's nibbles: one 64-byte load gives two sub-blocks' activations), bsum per 32 values
 // (natural order) as int16.
-enum class Form { b32, k256 };
+// Form::k256n (for q6_K; n_in a multiple of 256): one d per 256 values, the integers in natural
+// order, bsum per 16 values as int16.
+enum class Form { b32, k256, k256n };
 
 struct Act {
   Form form = Form::b32;
   int n_rows = 0, n_in = 0;
   std::vector<int8_t> q;     // [n_rows, n_in]
-  std::vector<float> d;      // [n_rows, n_in / block]: block 32 (b32) or 256 (k256)
-  std::vector<int16_t> bsum; // [n_rows, n_in / 32] (k256)
-  int block() const { return form == Form::k256 ? 256 : kBlock; }
+  std::vector<float> d;      // [n_rows, n_in / block]: block 32 (b32) or 256 (k256, k256n)
+  std::vector<int16_t> bsum; // [n_rows, n_in / 32] (k256) or [n_rows, n_in / 16] (k256n)
+  int block() const { return form == Form::b32 ? kBlock : 256; }
+  int bsum_span() const { return form == Form::k256n ? 16 : kBlock; }  // values per bsum entry
   const int8_t* qrow(int t) const { return q.data() + static_cast<int64_t>(t) * n_in; }
   const float* drow(int t) const { return d.data() + static_cast<int64_t>(t) * (n_in / block()); }
-  const int16_t* brow(int t) const { return bsum.data() + static_cast<int64_t>(t) * (n_in / kBlock); }
+  const int16_t* brow(int t) const { return bsum.data() + static_cast<int64_t>(t) * (n_in / bsum_span()); }
 };
 
-// The form weights of type t multiply with: k256 for q4_K and q5_K, b32 for the others.
-constexpr Form form_for(DType t) { return t == DType::q4_k || t == DType::q5_k ? Form::k256 : Form::b32; }
+// The form weights of type t multiply with: k256 for q4_K and q5_K, k256n for q6_K, b32 for
+// q8_0 and q4_0.
+constexpr Form form_for(DType t) {
+  return t == DType::q4_k || t == DType::q5_k ? Form::k256 : t == DType::q6_k ? Form::k256n : Form::b32;
+}
 
 // Position of activation i (0 ≤ i < 256) of a super-block in Form::k256's storage order.
 constexpr int k256_pos(int i) {
@@ -84,7 +95,7 @@ enum class Isa { generic, avx2, avx512 };
 Isa best_isa();
 bool isa_supported(Isa isa);
 
-// Fills `out` in `form` from x [n_rows, n_in] (n_in a multiple of 32, of 256 for k256, else
+// Fills `out` in `form` from x [n_rows, n_in] (n_in a multiple of 32, of 256 for k256/k256n, else
 // std::invalid_argument), rows split over `pool` when there are many. Every variant gives the
 // same bytes.
 void quantize(Isa isa, const float* x, int n_rows, int n_in, Act& out, ThreadPool* pool = nullptr,

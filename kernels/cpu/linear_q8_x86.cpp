@@ -1,12 +1,12 @@
-// The SIMD variants of cpu::linear's integer path (linear_q8.h) for Form::b32 (q8_0, q4_0 and
-// q6_K; q4_K and q5_K are in linear_q8k_x86.cpp): AVX2 (maddubs/madd: every product pair fits in
+// The SIMD variants of cpu::linear's integer path (linear_q8.h) for Form::b32 (q8_0 and q4_0;
+// q4_K, q5_K and q6_K are in linear_q8k_x86.cpp): AVX2 (maddubs/madd: every product pair fits in
 // 16 bits, see each type) and AVX-512 VNNI (vpdpbusd: four u8 × s8 products into each 32-bit
 // lane). Both compute the integer lane sums of linear_q8.h exactly and then its
 // f32 operations in its order, so they give the scalar twin's bits.
 //
 // Signed weights against the unsigned operand: AVX2 moves the weight's sign onto the activation
 // (|w| × sign(a, w)); AVX-512 adds an offset c to the weights (u = w + c, c = 128 for q8_0, 8 for
-// q4_0, 32 for q6_K: 0..255) and starts the lane from −c · Σ a over the lane's four activations.
+// q4_0: 0..255) and starts the lane from −c · Σ a over the lane's four activations.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -54,16 +54,6 @@ SPECCHAT_AVX2 void quantize_avx2(const float* x, int r0, int r1, int n_in, Act& 
 }
 
 namespace {
-
-// q6_K group gi as unsigned 6-bit values (the − 32 is applied through the activation sums).
-SPECCHAT_AVX2 inline __m256i q6_u(const BlockQ6K& k, int gi) {
-  const int h = gi / 4, g = gi % 4;
-  const __m256i l = load32(k.ql + 64 * h + 32 * (g & 1));
-  const __m256i lo = _mm256_and_si256(g >= 2 ? _mm256_srli_epi16(l, 4) : l, _mm256_set1_epi8(0x0F));
-  const __m256i hi =
-      _mm256_and_si256(_mm256_srl_epi16(load32(k.qh + 32 * h), _mm_cvtsi32_si128(2 * g)), _mm256_set1_epi8(0x03));
-  return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-}
 
 // G rows of x (tk ..) against R weight rows wr[0 .. R) (a short block repeats its last row, not
 // stored): each weight group is unpacked once for the G rows. Per row of x the operations do not
@@ -123,38 +113,6 @@ SPECCHAT_AVX2 void rows_rg_avx2(const Act& a, int tk, const uint8_t* const wr[],
         }
       }
       break;
-    case DType::q6_k: {
-      alignas(32) float dsc[R][16];
-      for (int S = 0; S < n_in / 256; ++S) {
-        for (int q = 0; q < R; ++q) prefetch_block(wr[q] + S * sizeof(BlockQ6K), sizeof(BlockQ6K));
-        for (int q = 0; q < R; ++q) {
-          const BlockQ6K& k = reinterpret_cast<const BlockQ6K*>(wr[q])[S];
-          const __m256 d = _mm256_set1_ps(_cvtsh_ss(k.d));
-          const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.scales));
-          _mm256_store_ps(dsc[q], _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
-          _mm256_store_ps(dsc[q] + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
-        }
-        for (int gi = 0; gi < 8; ++gi) {
-          __m256i x[G], off[G];
-          __m256 dab[G];
-          for (int g = 0; g < G; ++g) {
-            x[g] = load32(aq[g] + 256 * S + 32 * gi);
-            off[g] = _mm256_slli_epi32(dot4(ones, x[g]), 5);  // 32 · Σ a per lane
-            dab[g] = _mm256_set1_ps(da[g][8 * S + gi]);
-          }
-          for (int q = 0; q < R; ++q) {
-            const BlockQ6K& k = reinterpret_cast<const BlockQ6K*>(wr[q])[S];
-            const __m256i u = q6_u(k, gi);  // u <= 63
-            const __m256 sv = _mm256_set_m128(_mm_set1_ps(dsc[q][2 * gi + 1]), _mm_set1_ps(dsc[q][2 * gi]));
-            for (int g = 0; g < G; ++g) {
-              const __m256i L = _mm256_sub_epi32(dot4(u, x[g]), off[g]);
-              F[gi & 1][q][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_mul_ps(sv, dab[g]), F[gi & 1][q][g]);
-            }
-          }
-        }
-      }
-      break;
-    }
     default: break;
   }
   for (int g = 0; g < G; ++g) {
@@ -169,7 +127,7 @@ SPECCHAT_AVX2 void rows_avx2(const Act& a, const void* w, DType t, float* y, int
   const size_t row_bytes = dtype_row_bytes(t, static_cast<uint64_t>(a.n_in));
   const uint8_t* wr[kRows];
   for (int q = 0; q < kRows; ++q) wr[q] = static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 + std::min(q, nr - 1)) * row_bytes;
-  if (t == DType::q4_k || t == DType::q5_k) return rows_k256_avx2(a, wr, t, y, n_out, j0, nr);
+  if (form_for(t) != Form::b32) return rows_k256_avx2(a, wr, t, y, n_out, j0, nr);
   // 16 registers: a lone row of x takes the 4 weight rows at once (8 accumulators); pairs of rows
   // take 2 weight rows at a time (8 accumulators), so the weights are unpacked once per pair.
   int tk = 0;
@@ -226,9 +184,6 @@ SPECCHAT_VNNI inline __m512i neg_offset(__m512i x) {
 // [a × 8 | b × 8]
 SPECCHAT_VNNI inline __m512 pair_ps(float a, float b) {
   return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
-}
-SPECCHAT_VNNI inline __m512i pair_idx(int a, int b) {
-  return _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(a), _mm512_set1_epi32(b));
 }
 
 // Rows [tk, tk + G) of x against 4 weight rows; F[g][q] holds F0 in lanes 0-7, F1 in 8-15.
@@ -316,50 +271,6 @@ SPECCHAT_VNNI void group_avx512(const Act& a, int tk, const uint8_t* const wr[kR
       }
       break;
     }
-    case DType::q6_k: {
-      alignas(64) float dsc[kRows][16];
-      for (int S = 0; S < n_in / 256; ++S) {
-        const BlockQ6K* k[kRows];
-        for (int q = 0; q < kRows; ++q) prefetch_block(wr[q] + S * sizeof(BlockQ6K), sizeof(BlockQ6K));
-        for (int q = 0; q < kRows; ++q) {
-          k[q] = reinterpret_cast<const BlockQ6K*>(wr[q]) + S;
-          const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k[q]->scales))));
-          _mm512_store_ps(dsc[q], _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(k[q]->d)), sc));
-        }
-        __m512 daz[G];
-        for (int g = 0; g < G; ++g) daz[g] = _mm512_castps256_ps512(_mm256_loadu_ps(da[g] + 8 * S));
-        for (int h = 0; h < 4; ++h) {
-          const int h6 = h / 2, odd = h & 1;
-          const __m512i idxb = pair_idx(2 * h, 2 * h + 1);
-          // lanes 0-3: sub-block 4h, 4-7: 4h + 1, 8-11: 4h + 2, 12-15: 4h + 3
-          const __m512i idxa = _mm512_add_epi32(_mm512_set1_epi32(4 * h), _mm512_srli_epi32(
-                                                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2));
-          const __m512i cnt = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi16(static_cast<short>(4 * odd)),
-                                                      _mm512_set1_epi16(static_cast<short>(4 * odd + 2)));
-          __m512i xv[G], neg[G];
-          __m512 dav[G];
-          for (int g = 0; g < G; ++g) {
-            xv[g] = load64(aq[g] + 256 * S + 64 * h);
-            neg[g] = neg_offset<5>(xv[g]);
-            dav[g] = _mm512_permutexvar_ps(idxb, daz[g]);
-          }
-          for (int q = 0; q < kRows; ++q) {
-            __m512i lo = load64(k[q]->ql + 64 * h6);
-            if (odd) lo = _mm512_srli_epi16(lo, 4);
-            lo = _mm512_and_si512(lo, _mm512_set1_epi8(0x0F));
-            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k[q]->qh + 32 * h6)));
-            const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(hb, cnt), _mm512_set1_epi8(0x03));
-            const __m512i u = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));  // q, i.e. w + 32
-            const __m512 dsv = _mm512_permutexvar_ps(idxa, _mm512_load_ps(dsc[q]));
-            for (int g = 0; g < G; ++g) {
-              const __m512i L = _mm512_dpbusd_epi32(neg[g], u, xv[g]);
-              F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), _mm512_mul_ps(dsv, dav[g]), F[g][q]);
-            }
-          }
-        }
-      }
-      break;
-    }
     default: break;
   }
   for (int g = 0; g < G; ++g) {
@@ -377,7 +288,7 @@ SPECCHAT_VNNI void rows_avx512(const Act& a, const void* w, DType t, float* y, i
   const uint8_t* wr[kRows];
   for (int q = 0; q < kRows; ++q) wr[q] = static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 + std::min(q, nr - 1)) * row_bytes;
   int tk = 0;
-  if (t == DType::q4_k || t == DType::q5_k) return rows_k256_avx512(a, wr, t, y, n_out, j0, nr);
+  if (form_for(t) != Form::b32) return rows_k256_avx512(a, wr, t, y, n_out, j0, nr);
   for (; tk + 4 <= a.n_rows; tk += 4) group_avx512<4>(a, tk, wr, t, y, n_out, j0, nr);
   if (tk + 2 <= a.n_rows) {
     group_avx512<2>(a, tk, wr, t, y, n_out, j0, nr);

@@ -62,8 +62,9 @@ SPECCHAT_AVX2 inline __m256i round8(__m256 v, __m256 id) {
 
 SPECCHAT_VNNI inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
 
-// Rows j0 .. j0 + nr − 1 of y for every row of a (Form::k256) from the q4_K or q5_K weight rows
-// wr[0 .. 4) (a short block repeats its last row): linear_q8.h's k256 arithmetic.
+// Rows j0 .. j0 + nr − 1 of y for every row of a (form_for(t): k256 or k256n) from the q4_K,
+// q5_K or q6_K weight rows wr[0 .. 4) (a short block repeats its last row): linear_q8.h's
+// arithmetic for that form.
 void rows_k256_avx2(const Act& a, const uint8_t* const wr[], DType t, float* y, int n_out, int j0, int nr);
 void rows_k256_avx512(const Act& a, const uint8_t* const wr[], DType t, float* y, int n_out, int j0, int nr);
 

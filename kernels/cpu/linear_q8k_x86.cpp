@@ -1,7 +1,7 @@
-// The Form::k256 kernels of cpu::linear's integer path (linear_q8.h): q4_K and q5_K weights
-// against activations with one scale per 256 values (ggml's q8_K), sub-block scales applied in
-// integers: AVX2 (maddubs, then madd with the scale) and AVX-512 VNNI (maddubs, then vpdpwssd).
-// Both give the scalar twin's bits (linear_q8.cpp: dot_k256_generic).
+// The Form::k256 / k256n kernels of cpu::linear's integer path (linear_q8.h): q4_K, q5_K and
+// q6_K weights against activations with one scale per 256 values (ggml's q8_K), sub-block scales
+// applied in integers: AVX2 (maddubs, then madd with the scale) and AVX-512 VNNI (maddubs, then
+// vpdpwssd). Both give the scalar twin's bits (linear_q8.cpp: dot_k256_generic, dot_q6k_generic).
 #if defined(__x86_64__)
 
 #include "kernels/cpu/linear_q8_x86.h"
@@ -17,11 +17,12 @@ using tiling::kRows;
 
 SPECCHAT_AVX2 void quantize_k256_avx2(const float* x, int r0, int r1, int n_in, Act& out) {
   const int nS = n_in / 256;
+  const bool natural = out.form == Form::k256n;
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int t = r0; t < r1; ++t) {
     const float* xr = x + static_cast<int64_t>(t) * n_in;
     int8_t* q = out.q.data() + static_cast<int64_t>(t) * n_in;
-    int16_t* bsum = out.bsum.data() + static_cast<int64_t>(t) * (n_in / kBlock);
+    int16_t* bsum = out.bsum.data() + static_cast<int64_t>(t) * (n_in / out.bsum_span());
     for (int S = 0; S < nS; ++S) {
       const float* p = xr + 256 * S;
       __m256 m = _mm256_setzero_ps(), unord = _mm256_setzero_ps();
@@ -39,10 +40,15 @@ SPECCHAT_AVX2 void quantize_k256_avx2(const float* x, int r0, int r1, int n_in, 
         const float* b = p + 32 * j;
         const __m256i i0 = round8(_mm256_loadu_ps(b), id), i1 = round8(_mm256_loadu_ps(b + 8), id),
                       i2 = round8(_mm256_loadu_ps(b + 16), id), i3 = round8(_mm256_loadu_ps(b + 24), id);
-        bsum[8 * S + j] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3))));
+        if (natural) {
+          bsum[16 * S + 2 * j] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(i0, i1)));
+          bsum[16 * S + 2 * j + 1] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(i2, i3)));
+        } else {
+          bsum[8 * S + j] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3))));
+        }
         const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
         const __m256i ordered = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 256 * S + k256_pos(32 * j)), ordered);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 256 * S + (natural ? 32 * j : k256_pos(32 * j))), ordered);
       }
       out.d[static_cast<size_t>(t) * nS + S] = d;
     }
@@ -117,9 +123,79 @@ SPECCHAT_AVX2 void rows_k256_avx2(const Act& a, int tk, const uint8_t* const wr[
   }
 }
 
+// q6_K group gi (values 32gi .. 32gi + 31) as unsigned 6-bit values (the − 32 is applied through
+// the activation sums).
+SPECCHAT_AVX2 inline __m256i q6_u(const BlockQ6K& k, int gi) {
+  const int h = gi / 4, g = gi % 4;
+  const __m256i l = load32(k.ql + 64 * h + 32 * (g & 1));
+  const __m256i lo = _mm256_and_si256(g >= 2 ? _mm256_srli_epi16(l, 4) : l, _mm256_set1_epi8(0x0F));
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(load32(k.qh + 32 * h), 2 * g), _mm256_set1_epi8(0x03));
+  return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+
+// q6_K against Form::k256n activations: G rows of x against R weight rows (linear_q8.h's 16 lanes
+// as two registers: even groups of 32 values in lanes 0-7, odd ones in 8-15).
+template <int R, int G>
+SPECCHAT_AVX2 void rows_q6k_avx2(const Act& a, int tk, const uint8_t* const wr[], float* y, int n_out, int j0, int nr) {
+  const int8_t* aq[G];
+  const float* D[G];
+  const int16_t* bs[G];
+  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), D[g] = a.drow(tk + g), bs[g] = a.brow(tk + g);
+  alignas(32) float F[R][G][16] = {};
+  for (int S = 0; S < a.n_in / 256; ++S) {
+    const BlockQ6K* k[R];
+    for (int q = 0; q < R; ++q) {
+      k[q] = reinterpret_cast<const BlockQ6K*>(wr[q]) + S;
+      prefetch_block(reinterpret_cast<const uint8_t*>(k[q]), sizeof(BlockQ6K));
+    }
+    __m256i I[R][G][2];
+    for (int q = 0; q < R; ++q) {
+      for (int g = 0; g < G; ++g) I[q][g][0] = I[q][g][1] = _mm256_setzero_si256();
+    }
+#pragma GCC unroll 8
+    for (int gi = 0; gi < 8; ++gi) {  // unrolled: gi & 1 must be a constant for I to stay in registers
+      __m256i x[G];
+      for (int g = 0; g < G; ++g) x[g] = load32(aq[g] + 256 * S + 32 * gi);
+      for (int q = 0; q < R; ++q) {
+        const __m256i u = q6_u(*k[q], gi);  // u <= 63
+        const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(k[q]->scales[2 * gi + 1]), _mm_set1_epi16(k[q]->scales[2 * gi]));
+        for (int g = 0; g < G; ++g) {
+          I[q][g][gi & 1] = _mm256_add_epi32(I[q][g][gi & 1], _mm256_madd_epi16(_mm256_maddubs_epi16(u, x[g]), sc));
+        }
+      }
+    }
+    for (int q = 0; q < R; ++q) {
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k[q]->scales)));
+      const float dw = _cvtsh_ss(k[q]->d);
+      for (int g = 0; g < G; ++g) {
+        const __m256i ms = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs[g] + 16 * S)));
+        const __m256i ia = _mm256_add_epi32(I[q][g][0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(-32 * hsum_i32(ms))));
+        const __m256 dd = _mm256_set1_ps(dw * D[g][S]);
+        _mm256_store_ps(F[q][g], _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), dd, _mm256_load_ps(F[q][g])));
+        _mm256_store_ps(F[q][g] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[q][g][1]), dd, _mm256_load_ps(F[q][g] + 8)));
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
+    for (int q = 0; q < std::min(R, nr); ++q) {
+      out[q] = hsum(_mm256_add_ps(_mm256_load_ps(F[q][g]), _mm256_load_ps(F[q][g] + 8)));
+    }
+  }
+}
+
 }  // namespace
 
 SPECCHAT_AVX2 void rows_k256_avx2(const Act& a, const uint8_t* const wr[], DType t, float* y, int n_out, int j0, int nr) {
+  if (t == DType::q6_k) {
+    int tk = 0;
+    for (; tk + 2 <= a.n_rows; tk += 2) {
+      rows_q6k_avx2<2, 2>(a, tk, wr, y, n_out, j0, nr);
+      if (nr > 2) rows_q6k_avx2<2, 2>(a, tk, wr + 2, y, n_out, j0 + 2, nr - 2);
+    }
+    if (tk < a.n_rows) rows_q6k_avx2<kRows, 1>(a, tk, wr, y, n_out, j0, nr);
+    return;
+  }
   const bool q5 = t == DType::q5_k;
   int tk = 0;
   for (; tk + 2 <= a.n_rows; tk += 2) {
@@ -138,11 +214,12 @@ SPECCHAT_AVX2 void rows_k256_avx2(const Act& a, const uint8_t* const wr[], DType
 
 SPECCHAT_VNNI void quantize_k256_avx512(const float* x, int r0, int r1, int n_in, Act& out) {
   const int nS = n_in / 256;
+  const bool natural = out.form == Form::k256n;
   const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
   for (int t = r0; t < r1; ++t) {
     const float* xr = x + static_cast<int64_t>(t) * n_in;
     int8_t* q = out.q.data() + static_cast<int64_t>(t) * n_in;
-    int16_t* bsum = out.bsum.data() + static_cast<int64_t>(t) * (n_in / kBlock);
+    int16_t* bsum = out.bsum.data() + static_cast<int64_t>(t) * (n_in / out.bsum_span());
     for (int S = 0; S < nS; ++S) {
       const float* p = xr + 256 * S;
       __m512 m = _mm512_setzero_ps();
@@ -158,10 +235,15 @@ SPECCHAT_VNNI void quantize_k256_avx512(const float* x, int r0, int r1, int n_in
         const float* b = p + 32 * j;
         const __m512i i0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(b), id), lo), hi));
         const __m512i i1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(b + 16), id), lo), hi));
-        int8_t* dst = q + 256 * S + k256_pos(32 * j);
+        int8_t* dst = q + 256 * S + (natural ? 32 * j : k256_pos(32 * j));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(i0));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm512_cvtepi32_epi8(i1));
-        bsum[8 * S + j] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1)));
+        if (natural) {
+          bsum[16 * S + 2 * j] = static_cast<int16_t>(_mm512_reduce_add_epi32(i0));
+          bsum[16 * S + 2 * j + 1] = static_cast<int16_t>(_mm512_reduce_add_epi32(i1));
+        } else {
+          bsum[8 * S + j] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1)));
+        }
       }
       out.d[static_cast<size_t>(t) * nS + S] = d;
     }
@@ -254,10 +336,90 @@ SPECCHAT_VNNI void group_k256_avx512(const Act& a, int tk, const uint8_t* const 
   }
 }
 
+// q6_K against Form::k256n activations, rows [tk, tk + G) of x against 4 weight rows: chunk c
+// (values 64c .. 64c + 63) is the low (c even) or high (c odd) nibbles of ql[64 (c / 2) ..] with
+// two bits of qh; maddubs with the activations, vpdpwssd with the sub-block scales (each over 8
+// 16-bit lanes).
+template <int G>
+SPECCHAT_VNNI void group_q6k_avx512(const Act& a, int tk, const uint8_t* const wr[kRows], float* y, int n_out, int j0,
+                                    int nr) {
+  const int8_t* aq[G];
+  const float* D[G];
+  const int16_t* bs[G];
+  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), D[g] = a.drow(tk + g), bs[g] = a.brow(tk + g);
+  __m512 F[G][kRows];
+  for (int g = 0; g < G; ++g) {
+    for (int q = 0; q < kRows; ++q) F[g][q] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+  __m512i sidx[4], hcnt[2];
+  for (int c = 0; c < 4; ++c) {  // 16-bit lane k of chunk c: sub-block 4c + k / 8
+    sidx[c] = _mm512_add_epi16(_mm512_set1_epi16(static_cast<short>(4 * c)),
+                               _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15,
+                                                                  14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3));
+  }
+  for (int odd = 0; odd < 2; ++odd) {  // qh bits 2g of value i: bytes 0-31 g = 2 odd, 32-63 g = 2 odd + 1
+    hcnt[odd] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<short>(4 * odd)),
+                                        _mm512_set1_epi16(static_cast<short>(4 * odd + 2)));
+  }
+  for (int S = 0; S < a.n_in / 256; ++S) {
+    const BlockQ6K* k[kRows];
+    __m512i sc16[kRows];
+    for (int q = 0; q < kRows; ++q) {
+      k[q] = reinterpret_cast<const BlockQ6K*>(wr[q]) + S;
+      prefetch_block(reinterpret_cast<const uint8_t*>(k[q]), sizeof(BlockQ6K));
+      sc16[q] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k[q]->scales))));
+    }
+    __m512i I[G][kRows];
+    for (int g = 0; g < G; ++g) {
+      for (int q = 0; q < kRows; ++q) I[g][q] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const int h = c / 2, odd = c & 1;
+      __m512i xv[G];
+      for (int g = 0; g < G; ++g) xv[g] = load64(aq[g] + 256 * S + 64 * c);
+      for (int q = 0; q < kRows; ++q) {
+        __m512i lo = load64(k[q]->ql + 64 * h);
+        lo = _mm512_and_si512(odd ? _mm512_srli_epi16(lo, 4) : lo, m4);
+        const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k[q]->qh + 32 * h)));
+        const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(hb, hcnt[odd]), m2);
+        const __m512i u = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));  // u <= 63
+        const __m512i sv = _mm512_permutexvar_epi16(sidx[c], sc16[q]);
+        for (int g = 0; g < G; ++g) I[g][q] = _mm512_dpwssd_epi32(I[g][q], _mm512_maddubs_epi16(u, xv[g]), sv);
+      }
+    }
+    for (int q = 0; q < kRows; ++q) {
+      const __m256i s16 = _mm512_castsi512_si256(sc16[q]);
+      const float dw = _cvtsh_ss(k[q]->d);
+      for (int g = 0; g < G; ++g) {
+        const __m256i ms = _mm256_madd_epi16(s16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs[g] + 16 * S)));
+        const __m512i ia = _mm512_add_epi32(I[g][q], _mm512_zextsi128_si512(_mm_cvtsi32_si128(-32 * hsum_i32(ms))));
+        F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_set1_ps(dw * D[g][S]), F[g][q]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
+    for (int q = 0; q < nr; ++q) {
+      out[q] = hsum(_mm256_add_ps(_mm512_castps512_ps256(F[g][q]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(F[g][q]), 1))));
+    }
+  }
+}
+
 }  // namespace
 
 SPECCHAT_VNNI void rows_k256_avx512(const Act& a, const uint8_t* const wr[], DType t, float* y, int n_out, int j0, int nr) {
   int tk = 0;
+  if (t == DType::q6_k) {
+    for (; tk + 4 <= a.n_rows; tk += 4) group_q6k_avx512<4>(a, tk, wr, y, n_out, j0, nr);
+    if (tk + 2 <= a.n_rows) {
+      group_q6k_avx512<2>(a, tk, wr, y, n_out, j0, nr);
+      tk += 2;
+    }
+    if (tk < a.n_rows) group_q6k_avx512<1>(a, tk, wr, y, n_out, j0, nr);
+    return;
+  }
   const bool q5 = t == DType::q5_k;
   for (; tk + 4 <= a.n_rows; tk += 4) (q5 ? group_k256_avx512<true, 4> : group_k256_avx512<false, 4>)(a, tk, wr, y, n_out, j0, nr);
   if (tk + 2 <= a.n_rows) {

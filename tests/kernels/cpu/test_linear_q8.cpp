@@ -47,7 +47,7 @@ TEST_CASE("q8 activations: scale max|x| / 127, round half to even, clamp", "[uni
   CHECK_THROWS_AS(q8::quantize(q8::Isa::generic, odd.data(), 1, 48, a), std::invalid_argument);
 }
 
-TEST_CASE("q8 activations for q4_K/q5_K: one scale per 256 values, the nibbles' storage order, sub-block sums", "[unit][kernels][linear][quant]") {
+TEST_CASE("q8 activations for k-quants: one scale per 256 values, the nibbles' storage order or natural order, sub-block sums", "[unit][kernels][linear][quant]") {
   // Row 0: values i − 128 (|x| ≤ 128: d = 128 / 127), a NaN-free super-block; row 1: an all-zero
   // super-block then one whose maximum is in its last sub-block.
   const int n_in = 512;
@@ -95,6 +95,26 @@ TEST_CASE("q8 activations for q4_K/q5_K: one scale per 256 values, the nibbles' 
     CHECK(a.brow(1)[8] == 2);
     CHECK(a.brow(1)[15] == -127);
   }
+  // Form::k256n (q6_K): the same integers in natural order, a sum per 16 values.
+  for (const q8::Isa isa : {q8::Isa::generic, q8::Isa::avx2, q8::Isa::avx512}) {
+    if (!q8::isa_supported(isa)) continue;
+    INFO("isa " << static_cast<int>(isa) << " (k256n)");
+    q8::Act k, n;
+    q8::quantize(isa, x.data(), 2, n_in, k, nullptr, q8::Form::k256);
+    q8::quantize(isa, x.data(), 2, n_in, n, nullptr, q8::Form::k256n);
+    REQUIRE(n.bsum_span() == 16);
+    int moved = 0, sums = 0;
+    for (int t = 0; t < 2; ++t) {
+      CHECK(n.d[static_cast<size_t>(2 * t)] == k.d[static_cast<size_t>(2 * t)]);
+      CHECK(n.d[static_cast<size_t>(2 * t + 1)] == k.d[static_cast<size_t>(2 * t + 1)]);
+      for (int i = 0; i < n_in; ++i) moved += n.qrow(t)[i] != k.qrow(t)[256 * (i / 256) + q8::k256_pos(i % 256)];
+      for (int j = 0; j < n_in / 32; ++j) sums += n.brow(t)[2 * j] + n.brow(t)[2 * j + 1] != k.brow(t)[j];
+    }
+    CHECK(moved == 0);
+    CHECK(sums == 0);
+    CHECK(n.brow(1)[16] == 2);  // values 256..271 of row 1: the 3 → 2, the rest 0
+    CHECK(n.brow(1)[17] == 0);
+  }
   std::vector<float> short_row(288);
   q8::Act a;
   CHECK_THROWS_AS(q8::quantize(q8::Isa::generic, short_row.data(), 1, 288, a, nullptr, q8::Form::k256), std::invalid_argument);
@@ -140,10 +160,10 @@ TEST_CASE("q8 activations: every variant gives the scalar twin's bits on random 
 
 TEST_CASE("q8 activations: the error stays within what rounding x to 8 bits allows", "[unit][kernels][linear][quant]") {
   // |Σ w_i (x_i − x̂_i)| <= Σ_b (max|x|_b / 254) Σ_{i in b} |w_i|, plus f32 summation error;
-  // b the activation blocks: 32 values, 256 for q4_K (Form::k256).
+  // b the activation blocks: 32 values, 256 for q4_K, q5_K and q6_K (Form::k256 / k256n).
   const int n_in = 1024, n_out = 13, n = 3;
   for (DType t : kBlockTypes) {
-    const int bw = cpu::q8::form_for(t) == cpu::q8::Form::k256 ? 256 : 32;
+    const int bw = cpu::q8::form_for(t) == cpu::q8::Form::b32 ? 32 : 256;
     const std::vector<uint8_t> w = quantized_weights(t, n_out, n_in, 3);
     const std::vector<float> x = uniform(static_cast<size_t>(n) * n_in, 1.0f, 4);
     std::vector<float> got(static_cast<size_t>(n) * n_out), exact(got.size());
