@@ -94,6 +94,15 @@ void write_gguf(const std::string& path, const std::map<std::string, GgufValue>&
     offset += (t.data.size() + alignment - 1) / alignment * alignment;
   }
   o.pad_to(alignment);
+  {
+    // The rename below would replace whatever `path` is: a device, a FIFO or a directory must
+    // stay what it is (writing to /dev/null as root would have replaced the device node).
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+      throw GgufError(GgufErrorKind::io, "cannot write " + path + ": not a regular file");
+    }
+  }
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);

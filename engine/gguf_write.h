@@ -25,7 +25,8 @@ struct GgufOutTensor {
 // width of their GgufType) and the tensors in the given order, each at an offset that is a
 // multiple of `alignment` (general.alignment, if in kv, must agree). Writes to `path` + ".tmp"
 // and renames, so a failure never leaves a half-written file under `path`. Throws GgufError(io)
-// when the file cannot be written, std::invalid_argument for a tensor whose data size does not
+// when the file cannot be written or `path` exists and is not a regular file (a device, FIFO or
+// directory is never replaced), std::invalid_argument for a tensor whose data size does not
 // match its shape and type.
 void write_gguf(const std::string& path, const std::map<std::string, GgufValue>& kv,
                 const std::vector<GgufOutTensor>& tensors, uint32_t alignment = 32);

@@ -76,8 +76,8 @@ class LlamaModel {
     // attention kernel reads f32); MemoryInfo::kv_type tells which is in use.
     DType kv_type = DType::f16;
     // Block-type matrices (Q8_0, Q4_K, …) on the CPU: q8 rounds each activation row to 8 bits per
-    // block of 32 and multiplies in integers (llama.cpp's error class, ~1e-2 normalized; decode
-    // at the memory-bandwidth limit); f32 keeps activations unrounded (the strict 1e-3 tier,
+    // block of 32 (per 256 for Q4_K, Q5_K and Q6_K) and multiplies in integers (llama.cpp's error
+    // class, 1–2e-2 normalized; decode near the memory-bandwidth limit); f32 keeps activations unrounded (the strict 1e-3 tier,
     // slower). F16/BF16/F32 weights and the CUDA backend always keep f32 activations.
     // MemoryInfo::q8_activations tells whether rounding happens.
     cpu::Activations activations = cpu::Activations::q8;

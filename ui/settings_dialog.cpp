@@ -147,7 +147,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
   activations_->addItem(tr("F32 activations (unrounded, slower)"), QStringLiteral("f32"));
   activations_->setCurrentIndex(std::max(0, activations_->findData(current.activations)));
   activations_->setToolTip(tr("How quantized models (Q8_0, Q4_K, ...) multiply on the CPU: activations rounded to 8 bits "
-                              "per block of 32 with integer dot products (llama.cpp's accuracy), or kept in f32 (the "
+                              "(a scale per 32 values, per 256 for the K types) with integer dot products (llama.cpp's accuracy), or kept in f32 (the "
                               "CLI's --activations). F16 models and the GPU never round. Changing it reloads the models"));
   mf->addRow(tr("Quantized matrices:"), activations_);
   mf->addRow(check_);

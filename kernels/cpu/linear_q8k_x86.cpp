@@ -15,6 +15,30 @@ namespace specchat::cpu::q8 {
 using tiling::hsum;
 using tiling::kRows;
 
+namespace {
+
+// Rows [tk, tk + G) of a k256 / k256n activation set: integers, scales D and sums.
+template <int G>
+struct ActRows {
+  const int8_t* aq[G];
+  const float* D[G];
+  const int16_t* bs[G];
+  ActRows(const Act& a, int tk) {
+    for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), D[g] = a.drow(tk + g), bs[g] = a.brow(tk + g);
+  }
+};
+
+// y[tk + g, j0 + q] = hsum(F[0..8) + F[8..16)) for the AVX2 kernels' accumulators F[q][g][16].
+template <int R, int G>
+SPECCHAT_AVX2 void store_avx2(const float (&F)[R][G][16], float* y, int tk, int n_out, int j0, int nr) {
+  for (int g = 0; g < G; ++g) {
+    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
+    for (int q = 0; q < std::min(R, nr); ++q) out[q] = hsum(_mm256_add_ps(_mm256_load_ps(F[q][g]), _mm256_load_ps(F[q][g] + 8)));
+  }
+}
+
+}  // namespace
+
 SPECCHAT_AVX2 void quantize_k256_avx2(const float* x, int r0, int r1, int n_in, Act& out) {
   const int nS = n_in / 256;
   const bool natural = out.form == Form::k256n;
@@ -62,10 +86,10 @@ namespace {
 template <bool Q5, int R, int G>
 SPECCHAT_AVX2 void rows_k256_avx2(const Act& a, int tk, const uint8_t* const wr[], float* y, int n_out, int j0, int nr) {
   using Block = std::conditional_t<Q5, BlockQ5K, BlockQ4K>;
-  const int8_t* aq[G];
-  const float* D[G];
-  const int16_t* bs[G];
-  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), D[g] = a.drow(tk + g), bs[g] = a.brow(tk + g);
+  const ActRows<G> r(a, tk);
+  const auto& aq = r.aq;
+  const auto& D = r.D;
+  const auto& bs = r.bs;
   alignas(32) float F[R][G][16] = {};
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int S = 0; S < a.n_in / 256; ++S) {
@@ -115,12 +139,7 @@ SPECCHAT_AVX2 void rows_k256_avx2(const Act& a, int tk, const uint8_t* const wr[
       }
     }
   }
-  for (int g = 0; g < G; ++g) {
-    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
-    for (int q = 0; q < std::min(R, nr); ++q) {
-      out[q] = hsum(_mm256_add_ps(_mm256_load_ps(F[q][g]), _mm256_load_ps(F[q][g] + 8)));
-    }
-  }
+  store_avx2(F, y, tk, n_out, j0, nr);
 }
 
 // q6_K group gi (values 32gi .. 32gi + 31) as unsigned 6-bit values (the − 32 is applied through
@@ -137,10 +156,10 @@ SPECCHAT_AVX2 inline __m256i q6_u(const BlockQ6K& k, int gi) {
 // as two registers: even groups of 32 values in lanes 0-7, odd ones in 8-15).
 template <int R, int G>
 SPECCHAT_AVX2 void rows_q6k_avx2(const Act& a, int tk, const uint8_t* const wr[], float* y, int n_out, int j0, int nr) {
-  const int8_t* aq[G];
-  const float* D[G];
-  const int16_t* bs[G];
-  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), D[g] = a.drow(tk + g), bs[g] = a.brow(tk + g);
+  const ActRows<G> r(a, tk);
+  const auto& aq = r.aq;
+  const auto& D = r.D;
+  const auto& bs = r.bs;
   alignas(32) float F[R][G][16] = {};
   for (int S = 0; S < a.n_in / 256; ++S) {
     const BlockQ6K* k[R];
@@ -176,12 +195,7 @@ SPECCHAT_AVX2 void rows_q6k_avx2(const Act& a, int tk, const uint8_t* const wr[]
       }
     }
   }
-  for (int g = 0; g < G; ++g) {
-    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
-    for (int q = 0; q < std::min(R, nr); ++q) {
-      out[q] = hsum(_mm256_add_ps(_mm256_load_ps(F[q][g]), _mm256_load_ps(F[q][g] + 8)));
-    }
-  }
+  store_avx2(F, y, tk, n_out, j0, nr);
 }
 
 }  // namespace
@@ -211,6 +225,28 @@ SPECCHAT_AVX2 void rows_k256_avx2(const Act& a, const uint8_t* const wr[], DType
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+
+namespace {
+
+template <int G>
+SPECCHAT_VNNI void zero_avx512(__m512 (&F)[G][kRows]) {
+  for (int g = 0; g < G; ++g) {
+    for (int q = 0; q < kRows; ++q) F[g][q] = _mm512_setzero_ps();
+  }
+}
+
+// y[tk + g, j0 + q] = hsum(F[g][q] lanes 0-7 + lanes 8-15), q < nr.
+template <int G>
+SPECCHAT_VNNI void store_avx512(const __m512 (&F)[G][kRows], float* y, int tk, int n_out, int j0, int nr) {
+  for (int g = 0; g < G; ++g) {
+    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
+    for (int q = 0; q < nr; ++q) {
+      out[q] = hsum(_mm256_add_ps(_mm512_castps512_ps256(F[g][q]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(F[g][q]), 1))));
+    }
+  }
+}
+
+}  // namespace
 
 SPECCHAT_VNNI void quantize_k256_avx512(const float* x, int r0, int r1, int n_in, Act& out) {
   const int nS = n_in / 256;
@@ -260,14 +296,12 @@ template <bool Q5, int G>
 SPECCHAT_VNNI void group_k256_avx512(const Act& a, int tk, const uint8_t* const wr[kRows], float* y, int n_out, int j0,
                                      int nr) {
   using Block = std::conditional_t<Q5, BlockQ5K, BlockQ4K>;
-  const int8_t* aq[G];
-  const float* D[G];
-  const int16_t* bs[G];
-  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), D[g] = a.drow(tk + g), bs[g] = a.brow(tk + g);
+  const ActRows<G> r(a, tk);
+  const auto& aq = r.aq;
+  const auto& D = r.D;
+  const auto& bs = r.bs;
   __m512 F[G][kRows];
-  for (int g = 0; g < G; ++g) {
-    for (int q = 0; q < kRows; ++q) F[g][q] = _mm512_setzero_ps();
-  }
+  zero_avx512(F);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   // Chunk c = 2p + h (h: 0 low nibbles, 1 high): 16-bit lanes 0-15 take scale 4p + h, 16-31 4p + 2 + h.
   // q5_K: the same chunk's fifth bits are bit A (bytes 0-31) and A + 2 (bytes 32-63) of qh.
@@ -328,12 +362,7 @@ SPECCHAT_VNNI void group_k256_avx512(const Act& a, int tk, const uint8_t* const 
       }
     }
   }
-  for (int g = 0; g < G; ++g) {
-    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
-    for (int q = 0; q < nr; ++q) {
-      out[q] = hsum(_mm256_add_ps(_mm512_castps512_ps256(F[g][q]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(F[g][q]), 1))));
-    }
-  }
+  store_avx512(F, y, tk, n_out, j0, nr);
 }
 
 // q6_K against Form::k256n activations, rows [tk, tk + G) of x against 4 weight rows: chunk c
@@ -343,14 +372,12 @@ SPECCHAT_VNNI void group_k256_avx512(const Act& a, int tk, const uint8_t* const 
 template <int G>
 SPECCHAT_VNNI void group_q6k_avx512(const Act& a, int tk, const uint8_t* const wr[kRows], float* y, int n_out, int j0,
                                     int nr) {
-  const int8_t* aq[G];
-  const float* D[G];
-  const int16_t* bs[G];
-  for (int g = 0; g < G; ++g) aq[g] = a.qrow(tk + g), D[g] = a.drow(tk + g), bs[g] = a.brow(tk + g);
+  const ActRows<G> r(a, tk);
+  const auto& aq = r.aq;
+  const auto& D = r.D;
+  const auto& bs = r.bs;
   __m512 F[G][kRows];
-  for (int g = 0; g < G; ++g) {
-    for (int q = 0; q < kRows; ++q) F[g][q] = _mm512_setzero_ps();
-  }
+  zero_avx512(F);
   const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
   __m512i sidx[4], hcnt[2];
   for (int c = 0; c < 4; ++c) {  // 16-bit lane k of chunk c: sub-block 4c + k / 8
@@ -399,12 +426,7 @@ SPECCHAT_VNNI void group_q6k_avx512(const Act& a, int tk, const uint8_t* const w
       }
     }
   }
-  for (int g = 0; g < G; ++g) {
-    float* out = y + static_cast<int64_t>(tk + g) * n_out + j0;
-    for (int q = 0; q < nr; ++q) {
-      out[q] = hsum(_mm256_add_ps(_mm512_castps512_ps256(F[g][q]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(F[g][q]), 1))));
-    }
-  }
+  store_avx512(F, y, tk, n_out, j0, nr);
 }
 
 }  // namespace

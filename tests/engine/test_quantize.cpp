@@ -3,6 +3,7 @@
 // the bundled pair quantized to Q8_0 decoding speculatively exactly as baseline.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -177,6 +178,36 @@ TEST_CASE("quantize: bad inputs are refused with a message and leave no output",
   const std::string good = dir.file("ok.gguf");
   write_bytes(good, ok.build());
   CHECK_THROWS_AS(quantize_gguf(good, dir.file("no/such/dir/out.gguf"), QuantPreset::q8_0), GgufError);
+}
+
+TEST_CASE("quantize: an output that exists and is not a regular file is refused and left as it was", "[unit][quantize]") {
+  // Regression: the file was written to <output>.tmp and renamed over <output> whatever it was, so
+  // `specchat-quantize in.gguf /dev/null Q8_0` run as root replaced /dev/null with a regular
+  // file (found with a FIFO and a character device), and exited 0.
+  ScratchDir dir("special-outputs");
+  GgufBuilder ok;
+  ok.add_tensor_f32("blk.0.attn_q.weight", {32, 2}, gaussian(64, 6));
+  const std::string good = dir.file("ok.gguf");
+  write_bytes(good, ok.build());
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  try {
+    quantize_gguf(good, fifo, QuantPreset::q8_0);
+    FAIL("a FIFO was replaced by the output");
+  } catch (const GgufError& e) {
+    CHECK(std::string(e.what()).find("not a regular file") != std::string::npos);
+  }
+  CHECK(fs::is_fifo(fifo));
+  CHECK_FALSE(fs::exists(fifo + ".tmp"));
+  const std::string sub = dir.file("a-directory");
+  fs::create_directory(sub);
+  CHECK_THROWS_AS(quantize_gguf(good, sub, QuantPreset::q8_0), GgufError);
+  CHECK(fs::is_directory(sub));
+  // A regular file is still replaced (the usual case: writing over an earlier output).
+  const std::string prev = dir.file("prev.gguf");
+  write_bytes(prev, ok.build());
+  quantize_gguf(good, prev, QuantPreset::q8_0);
+  CHECK(fs::is_regular_file(prev));
 }
 
 TEST_CASE("the bundled pair quantized to Q8_0 and Q4_0: speculative greedy output equals baseline token for token", "[model][quantize][speculative]") {
