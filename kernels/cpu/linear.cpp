@@ -555,18 +555,15 @@ void linear_multi(std::span<const LinearJob> jobs, ThreadPool* pool) {
     }
   };
   // Threads only pay off when there is enough work to split (below ~64k multiply-adds a
-  // region's wake-up costs more than it saves). Several chunks per thread, so a thread that
-  // the OS deschedules holds up only its chunk.
+  // region's wake-up costs more than it saves). A contiguous lane of blocks per thread, cut in
+  // chunks that an idle thread steals from the back (parallel_ranges), so each thread streams
+  // its own weights and a descheduled one holds up only its chunk.
   const int n_threads = pool ? pool->n_threads() : 1;
   if (n_threads <= 1 || work < (1 << 16)) {
     run(0, total);
     return;
   }
-  const int n_chunks = std::min(total, 8 * n_threads);
-  parallel_for(pool, n_chunks, [&](int c) {
-    run(static_cast<int>(static_cast<int64_t>(total) * c / n_chunks),
-        static_cast<int>(static_cast<int64_t>(total) * (c + 1) / n_chunks));
-  });
+  parallel_ranges(pool, total, 8, run);
 }
 
 void linear_ref(const float* x, const void* w, DType w_type, float* y, int n_tokens, int n_in, int n_out) {

@@ -29,6 +29,20 @@ inline void k4_scale_bytes(const uint8_t* scales, uint8_t out[16]) {
   std::memcpy(out, o, 16);
 }
 
+// k4_scale_bytes in SSE registers, from a 16-byte load at `scales` (the 4 bytes after the 12
+// are read and dropped; every q4_K/q5_K block has them): no scalar stores for the vector loads
+// to wait on.
+SPECCHAT_AVX2 inline __m128i k4_scale_bytes_v(const uint8_t* scales) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
+  // P: bytes 0-3, 8-11, 4-7, 8-11 of the scales; Q: bytes 0-3 and 4-7 in the 2nd and 4th words.
+  const __m128i P = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i Q = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i lo6 = _mm_and_si128(P, _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0));
+  const __m128i hi4 = _mm_and_si128(_mm_srli_epi16(P, 4), _mm_setr_epi32(0, 0, 0, 0x0F0F0F0F));
+  const __m128i top2 = _mm_and_si128(_mm_srli_epi16(Q, 2), _mm_set1_epi8(0x30));
+  return _mm_or_si128(_mm_or_si128(lo6, hi4), top2);
+}
+
 // Software prefetch of the weight bytes kPrefetch ahead of [p, p + n): with the integer work per
 // byte, a core issues its loads too slowly for the hardware prefetchers to keep DRAM busy
 // (measured: 2048 x 131072, two threads, q8_0 34 -> 67 GB/s, q4_K 16 -> 33, q6_K 19 -> 61).

@@ -320,9 +320,7 @@ SPECCHAT_VNNI void group_k256_avx512(const Act& a, int tk, const uint8_t* const 
     for (int q = 0; q < kRows; ++q) {
       k[q] = reinterpret_cast<const Block*>(wr[q]) + S;
       prefetch_block(reinterpret_cast<const uint8_t*>(k[q]), sizeof(Block));
-      alignas(16) uint8_t sm[16];
-      k4_scale_bytes(k[q]->scales, sm);
-      const __m256i v = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sm)));
+      const __m256i v = _mm256_cvtepu8_epi16(k4_scale_bytes_v(k[q]->scales));
       sc16[q] = _mm512_castsi256_si512(v);  // lanes 0-7 the scales (the index reads only those)
       mins[q] = _mm256_extracti128_si256(v, 1);
     }

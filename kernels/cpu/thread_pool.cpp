@@ -119,4 +119,55 @@ void ThreadPool::parallel_for(int n_tasks, const std::function<void(int)>& fn) {
   if (e) std::rethrow_exception(e);
 }
 
+namespace {
+
+// One lane's remaining chunks [front, back) in one word, so an owner taking the front and a
+// thief taking the back never both get the last chunk.
+struct alignas(64) Lane {
+  std::atomic<uint64_t> fb{0};
+  int lo = 0, len = 0, n = 0;  // the lane's global range [lo, lo + len) in n chunks
+  int bound(int i) const { return lo + static_cast<int>(static_cast<int64_t>(len) * i / n); }
+  // The chunk index taken, or -1 when the lane is empty.
+  int take(bool from_back) {
+    uint64_t v = fb.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint32_t f = static_cast<uint32_t>(v >> 32), b = static_cast<uint32_t>(v);
+      if (f >= b) return -1;
+      const uint64_t nv = from_back ? ((static_cast<uint64_t>(f) << 32) | (b - 1)) : ((static_cast<uint64_t>(f + 1) << 32) | b);
+      if (fb.compare_exchange_weak(v, nv, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+        return static_cast<int>(from_back ? b - 1 : f);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void parallel_ranges(ThreadPool* pool, int total, int chunks_per_lane, const std::function<void(int, int)>& fn) {
+  if (total <= 0) return;
+  const int n_lanes = pool ? std::min(pool->n_threads(), total) : 1;
+  if (n_lanes <= 1) {
+    fn(0, total);
+    return;
+  }
+  std::vector<Lane> lanes(static_cast<size_t>(n_lanes));
+  for (int l = 0; l < n_lanes; ++l) {
+    Lane& ln = lanes[static_cast<size_t>(l)];
+    ln.lo = static_cast<int>(static_cast<int64_t>(total) * l / n_lanes);
+    ln.len = static_cast<int>(static_cast<int64_t>(total) * (l + 1) / n_lanes) - ln.lo;
+    ln.n = std::max(1, std::min(chunks_per_lane, ln.len));
+    ln.fb.store(static_cast<uint64_t>(ln.n), std::memory_order_relaxed);
+  }
+  pool->parallel_for(n_lanes, [&](int t) {
+    for (int i; (i = lanes[static_cast<size_t>(t)].take(false)) >= 0;) {
+      const Lane& ln = lanes[static_cast<size_t>(t)];
+      fn(ln.bound(i), ln.bound(i + 1));
+    }
+    for (int k = 1; k < n_lanes; ++k) {  // steal: the next lanes in turn, each from its back
+      Lane& ln = lanes[static_cast<size_t>((t + k) % n_lanes)];
+      for (int i; (i = ln.take(true)) >= 0;) fn(ln.bound(i), ln.bound(i + 1));
+    }
+  });
+}
+
 }  // namespace specchat::cpu

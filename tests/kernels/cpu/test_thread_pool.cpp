@@ -1,6 +1,7 @@
 // The engine's CPU thread pool: every task runs exactly once per region, regions follow each
 // other without losing or repeating work (workers spinning, blocked, or late), exceptions reach
-// the caller, and a pool of one thread runs serially.
+// the caller, and a pool of one thread runs serially. parallel_ranges covers its range exactly
+// once and lets an idle thread take a stalled one's chunks.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -76,4 +77,56 @@ TEST_CASE("thread pool: the free helper runs serially without a pool", "[unit][k
   std::vector<int> order;
   specchat::cpu::parallel_for(nullptr, 5, [&](int i) { order.push_back(i); });
   CHECK(order == std::vector<int>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE("thread pool: parallel_ranges covers every index exactly once", "[unit][kernels][pool]") {
+  for (int n_threads : {1, 2, 3, 8}) {
+    ThreadPool pool(n_threads);
+    for (int total : {1, 2, 3, 7, 16, 100, 1001}) {
+      for (int per_lane : {1, 3, 8, 2000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(total));
+        std::atomic<int> calls{0}, empty{0};
+        specchat::cpu::parallel_ranges(&pool, total, per_lane, [&](int g0, int g1) {
+          calls.fetch_add(1);
+          if (g0 >= g1) empty.fetch_add(1);
+          for (int i = g0; i < g1; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+        });
+        INFO("threads " << n_threads << " total " << total << " chunks per lane " << per_lane);
+        int bad = 0;
+        for (int i = 0; i < total; ++i) bad += hits[static_cast<size_t>(i)].load() != 1 ? 1 : 0;
+        CHECK(bad == 0);
+        CHECK(empty.load() == 0);
+        // At most one lane per thread, at most per_lane chunks per lane.
+        CHECK(calls.load() <= std::min(pool.n_threads(), total) * per_lane);
+      }
+    }
+  }
+  std::vector<int> serial;
+  specchat::cpu::parallel_ranges(nullptr, 10, 4, [&](int g0, int g1) { serial.push_back(g1 - g0); });
+  CHECK(serial == std::vector<int>{10});  // no pool: one call over everything
+}
+
+TEST_CASE("thread pool: parallel_ranges lets an idle thread take a stalled thread's chunks", "[unit][kernels][pool]") {
+  ThreadPool pool(2);
+  if (pool.n_threads() < 2) {
+    WARN("SKIPPED: one core, so no second thread can take the stalled lane's chunks");
+    return;
+  }
+  // 2 lanes of 8 chunks. The thread that takes chunk [0, 1) (the front of lane 0) stalls until
+  // every other chunk has run: only stealing from lane 0's back lets that happen (without it the
+  // stalled thread would have to run them itself, after the wait times out).
+  std::atomic<int> others{0};
+  std::atomic<bool> all_ran{false};
+  specchat::cpu::parallel_ranges(&pool, 16, 8, [&](int g0, int g1) {
+    if (g0 == 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (others.load() < 15 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      all_ran = others.load() == 15;
+    } else {
+      others.fetch_add(g1 - g0);
+    }
+  });
+  CHECK(all_ran.load());
 }
