@@ -351,12 +351,19 @@ SPECCHAT_VNNI void group_k256_avx512(const Act& a, int tk, const uint8_t* const 
         }
       }
     }
+    // [D, −D] per row of x, times [d, dmin] (the block's two f16 scales in one load): d · D and
+    // −(dmin · D), the same f32 products as scalar code (negation is exact).
+    __m128 Dn[G];
+    for (int g = 0; g < G; ++g) Dn[g] = _mm_mul_ps(_mm_set1_ps(D[g][S]), _mm_setr_ps(1.0f, -1.0f, 1.0f, -1.0f));
     for (int q = 0; q < kRows; ++q) {
-      const float dw = _cvtsh_ss(k[q]->d), dmw = _cvtsh_ss(k[q]->dmin);
+      uint32_t dpair;
+      std::memcpy(&dpair, &k[q]->d, 4);  // d, dmin
+      const __m128 dq = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dpair)));
       for (int g = 0; g < G; ++g) {
+        const __m128 s = _mm_mul_ps(dq, Dn[g]);
         const __m128i Mi = _mm_madd_epi16(mins[q], _mm_loadu_si128(reinterpret_cast<const __m128i*>(bs[g] + 8 * S)));
-        F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[g][q]), _mm512_set1_ps(dw * D[g][S]), F[g][q]);
-        F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi128_si512(Mi)), _mm512_set1_ps(-(dmw * D[g][S])), F[g][q]);
+        F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[g][q]), _mm512_broadcastss_ps(s), F[g][q]);
+        F[g][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi128_si512(Mi)), _mm512_broadcastss_ps(_mm_movehdup_ps(s)), F[g][q]);
       }
     }
   }
