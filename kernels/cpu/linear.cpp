@@ -413,8 +413,6 @@ const char* linear_isa() { return have_avx512() ? "avx512f" : have_avx2() ? "avx
 
 namespace {
 
-// Blocks [b0, b1) of one job (4 weight rows each) on this thread; `act` the job's activations
-// rounded to 8 bits (integer path) or null (f32 path).
 // The kernels prefetch their weights 16 KiB ahead of the block they work on, so the first 16 KiB
 // of a range would come from demand misses alone: request them up front (one-row q4_K products
 // over matrices beyond the caches, 2 threads: 512 x 2048 3-9 % faster, docs/perf/cpu.md).
@@ -425,6 +423,8 @@ void prefetch_head(const LinearJob& jb, int b0, int b1) {
   for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p0 + o);
 }
 
+// Blocks [b0, b1) of one job (4 weight rows each) on this thread; `act` the job's activations
+// rounded to 8 bits (integer path) or null (f32 path).
 void run_blocks(const LinearJob& jb, const q8::Act* act, int b0, int b1) {
   prefetch_head(jb, b0, b1);
   if (act) {

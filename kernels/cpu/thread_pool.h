@@ -76,8 +76,9 @@ inline void parallel_for(ThreadPool* pool, int n_tasks, const std::function<void
 // memory (hardware and software prefetch run ahead of it into its own next chunk); a thread
 // whose lane is empty steals chunks from the back of the others' lanes, so a descheduled thread
 // delays only the chunk it holds (the robustness of parallel_for's small chunks). Measured on
-// one-row q4_K products over matrices beyond the caches (2 threads, docs/perf/cpu.md): 512 ×
-// 2048, 22 GB/s with 16 chunks handed out from one counter, 37 GB/s by lanes.
+// one-row q4_K products over matrices beyond the caches (2 threads, scripts/bench-linear-stream.cpp,
+// docs/perf/cpu.md): 512 × 2048, 25 GB/s with 16 chunks handed out from one counter, 37-39 by
+// lanes (with the range-head prefetch of cpu::linear).
 // Errors: as parallel_for (a task's exception reaches the caller after the region).
 void parallel_ranges(ThreadPool* pool, int total, int chunks_per_lane, const std::function<void(int, int)>& fn);
 
