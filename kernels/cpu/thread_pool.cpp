@@ -6,6 +6,10 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 namespace specchat::cpu {
 
@@ -24,14 +28,77 @@ inline void cpu_relax() {
 // that an idle engine sleeps.
 constexpr auto kSpin = std::chrono::microseconds(50);
 
+// The shortest interval between two moves of one worker: when the pool has more threads than
+// free CPUs (a loaded machine) collisions cannot be avoided, and moving costs two system calls.
+constexpr int64_t kMoveEveryNs = 2'000'000;
+
+// The CPUs this process may run on.
+std::vector<int> usable_cpus() {
+  std::vector<int> out;
+#if defined(__linux__)
+  cpu_set_t m;
+  if (sched_getaffinity(0, sizeof m, &m) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &m)) out.push_back(c);
+    }
+  }
+#endif
+  if (out.empty()) {
+    const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (int c = 0; c < n; ++c) out.push_back(c);
+  }
+  return out;
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads) : allowed_(usable_cpus()) {
   // More threads than cores only adds descheduled workers for the others to wait on (measured:
-  // --threads 64 on 2 cores decoded 16x slower): capped at the core count.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // --threads 64 on 2 cores decoded 16x slower): capped at the usable CPUs.
+  const int cores = static_cast<int>(allowed_.size());
   n_threads = n_threads <= 0 ? cores : std::min(n_threads, cores);
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  cpus_ = std::vector<CpuSlot>(static_cast<size_t>(n_threads));
+  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+void ThreadPool::note_cpu(int slot) {
+#if defined(__linux__)
+  const int me = sched_getcpu();
+  if (me < 0) return;
+  CpuSlot& mine = cpus_[static_cast<size_t>(slot)];
+  mine.cpu.store(me, std::memory_order_relaxed);
+  if (slot == 0) return;  // the caller stays where the scheduler puts it; workers make way
+  bool shared = false;
+  for (size_t s = 0; s < cpus_.size() && !shared; ++s) {
+    shared = static_cast<int>(s) != slot && cpus_[s].cpu.load(std::memory_order_relaxed) == me;
+  }
+  if (!shared) return;
+  const int64_t t = now_ns();
+  if (t - mine.last_move_ns < kMoveEveryNs) return;
+  mine.last_move_ns = t;
+  // The allowed CPUs no pool thread is on: setting the affinity to them makes the kernel move
+  // this thread now; setting it back leaves it there and free to move again later.
+  cpu_set_t to, all;
+  CPU_ZERO(&to);
+  CPU_ZERO(&all);
+  for (int c : allowed_) {
+    CPU_SET(c, &all);
+    bool taken = false;
+    for (const CpuSlot& cs : cpus_) taken = taken || cs.cpu.load(std::memory_order_relaxed) == c;
+    if (!taken) CPU_SET(c, &to);
+  }
+  if (CPU_COUNT(&to) == 0) return;
+  if (pthread_setaffinity_np(pthread_self(), sizeof to, &to) != 0) return;
+  pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+  mine.cpu.store(sched_getcpu(), std::memory_order_relaxed);
+#else
+  (void)slot;
+#endif
 }
 
 ThreadPool::~ThreadPool() {
@@ -63,13 +130,15 @@ void ThreadPool::run_tasks() {
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int slot) {
   uint64_t seen = 0;
   for (;;) {
-    // Spin briefly for the next region, then block.
+    // Spin briefly for the next region, then block. A worker spinning on the caller's CPU takes
+    // that CPU from the caller, so it checks where it runs now and then.
     const auto t0 = std::chrono::steady_clock::now();
-    while (generation_.load(std::memory_order_acquire) == seen) {
+    for (unsigned spins = 0; generation_.load(std::memory_order_acquire) == seen; ++spins) {
       cpu_relax();
+      if (spins % 64 == 63) note_cpu(slot);
       if (std::chrono::steady_clock::now() - t0 > kSpin) {
         std::unique_lock<std::mutex> lk(mu_);
         sleeping_.fetch_add(1);
@@ -83,6 +152,7 @@ void ThreadPool::worker_loop() {
       std::lock_guard<std::mutex> lk(mu_);
       if (stop_) return;
     }
+    note_cpu(slot);
     run_tasks();
   }
 }
@@ -99,6 +169,7 @@ void ThreadPool::parallel_for(int n_tasks, const std::function<void(int)>& fn) {
     error_ = nullptr;
     generation_.fetch_add(1, std::memory_order_release);
   }
+  note_cpu(0);
   if (sleeping_.load() > 0) wake_.notify_all();
   run_tasks();
   // Wait for tasks other threads still hold: spin briefly, then block.

@@ -8,7 +8,14 @@
 //   - hands out work in small chunks from an atomic counter, and the calling thread works too,
 //     so a descheduled worker only delays the chunk it holds, never the others' share;
 //   - lets workers spin briefly (about 50 µs) for the next parallel region, then block on a
-//     condition variable, so an idle engine costs no CPU.
+//     condition variable, so an idle engine costs no CPU;
+//   - (Linux) keeps its threads on different CPUs without pinning them: a worker that finds itself
+//     on the CPU another pool thread last ran on moves to one no pool thread is on (its affinity
+//     set to those CPUs for one call, then back), at most once per 2 ms. Without it, on 2-vCPU
+//     VMs whose kernel sees no shared cache, the scheduler often woke the worker onto the engine
+//     thread's CPU and left it there: one thread then ran every region while the other waited,
+//     and the bundled target decoded at 860-1060 or 1600-1860 tokens/s from one process start to
+//     the next (docs/perf/cpu.md, 2026-12-05).
 // Not reentrant: parallel_for must not be called from inside a task, and one thread at a time
 // uses a pool (the engine thread).
 #pragma once
@@ -26,7 +33,9 @@ namespace specchat::cpu {
 class ThreadPool {
  public:
   // n_threads threads in all, the caller included (n_threads - 1 workers); <= 0 = all cores;
-  // capped at the core count (std::thread::hardware_concurrency).
+  // capped at the CPUs this process may run on (on Linux its affinity mask at construction, so
+  // `taskset -c 0` gives one thread; elsewhere std::thread::hardware_concurrency). The pool's
+  // threads move between those CPUs only.
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -40,9 +49,19 @@ class ThreadPool {
   void parallel_for(int n_tasks, const std::function<void(int)>& fn);
 
  private:
-  void worker_loop();
+  void worker_loop(int slot);
   void run_tasks();
+  // Records the CPU this thread (slot 0 = the caller, i = worker i) runs on; a worker that shares
+  // it with another pool thread moves off it (Linux; no-op elsewhere).
+  void note_cpu(int slot);
   std::vector<std::thread> workers_;
+  // Per slot: the CPU that thread last ran on (-1 unknown), on its own cache line.
+  struct alignas(64) CpuSlot {
+    std::atomic<int> cpu{-1};
+    int64_t last_move_ns = 0;  // steady clock, written by the slot's own thread
+  };
+  std::vector<CpuSlot> cpus_;
+  std::vector<int> allowed_;  // the CPUs the pool's threads may run on
   std::mutex mu_;
   std::condition_variable wake_, done_cv_;
   std::atomic<uint64_t> generation_{0};  // bumped per parallel region

@@ -1,7 +1,8 @@
 // The engine's CPU thread pool: every task runs exactly once per region, regions follow each
 // other without losing or repeating work (workers spinning, blocked, or late), exceptions reach
 // the caller, and a pool of one thread runs serially. parallel_ranges covers its range exactly
-// once and lets an idle thread take a stalled one's chunks.
+// once and lets an idle thread take a stalled one's chunks. A worker that finds itself on the
+// caller's CPU moves to another one (Linux).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,6 +13,11 @@
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 using specchat::cpu::ThreadPool;
 
@@ -65,9 +71,18 @@ TEST_CASE("thread pool: a task's exception is rethrown and the pool stays usable
   CHECK(again.load() == 10);
 }
 
+// The CPUs this process may run on (its affinity mask; all cores without one).
+static int usable_cpus() {
+#if defined(__linux__)
+  cpu_set_t m;
+  if (sched_getaffinity(0, sizeof m, &m) == 0) return std::max(1, CPU_COUNT(&m));
+#endif
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 TEST_CASE("thread pool: never more threads than cores (regression: --threads 64 on 2 cores decoded 16x slower)",
           "[unit][kernels][pool]") {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cpus();
   CHECK(ThreadPool(64 * cores).n_threads() == cores);
   CHECK(ThreadPool(0).n_threads() == cores);
   CHECK(ThreadPool(1).n_threads() == 1);
@@ -130,3 +145,71 @@ TEST_CASE("thread pool: parallel_ranges lets an idle thread take a stalled threa
   });
   CHECK(all_ran.load());
 }
+
+#if defined(__linux__)
+namespace {
+void pin_self(int cpu) {
+  cpu_set_t m;
+  CPU_ZERO(&m);
+  CPU_SET(cpu, &m);
+  REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof m, &m) == 0);
+}
+void busy_for(std::chrono::microseconds d) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < d) {
+  }
+}
+}  // namespace
+
+// Regression: on this project's 2-vCPU VMs the scheduler often woke the worker onto the engine
+// thread's CPU and left it there; then one thread ran every task of every region while the other
+// waited (the same build decoded the bundled target at 860-1060 or 1600-1860 tokens/s from one
+// process start to the next).
+TEST_CASE("thread pool: a worker on the caller's CPU moves to another one (regression: bimodal decode speed)",
+          "[unit][kernels][pool]") {
+  cpu_set_t before;
+  REQUIRE(pthread_getaffinity_np(pthread_self(), sizeof before, &before) == 0);
+  ThreadPool pool(2);
+  if (pool.n_threads() < 2 || CPU_COUNT(&before) < 2) {
+    WARN("SKIPPED: fewer than two usable CPUs, so there is no other CPU to move to");
+    return;
+  }
+  int c = 0;
+  while (!CPU_ISSET(c, &before)) ++c;
+  pin_self(c);
+  // Put the worker on the caller's CPU: it pins itself there from inside a task.
+  const auto me = std::this_thread::get_id();
+  std::atomic<bool> worker_pinned{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!worker_pinned.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    pool.parallel_for(2, [&](int) {
+      if (std::this_thread::get_id() != me) {
+        if (!worker_pinned.load()) pin_self(c);
+        worker_pinned = true;
+      } else {
+        busy_for(std::chrono::microseconds(200));
+      }
+    });
+  }
+  REQUIRE(worker_pinned.load());
+  // From its next region on the worker shares CPU c with the caller: it must move off it.
+  std::atomic<int> worker_cpu{c};
+  const auto t1 = std::chrono::steady_clock::now();
+  while (worker_cpu.load() == c && std::chrono::steady_clock::now() - t1 < std::chrono::seconds(20)) {
+    pool.parallel_for(2, [&](int) {
+      if (std::this_thread::get_id() != me) {
+        worker_cpu = sched_getcpu();
+      } else {
+        busy_for(std::chrono::microseconds(200));
+      }
+    });
+  }
+  CHECK(worker_cpu.load() != c);
+  REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof before, &before) == 0);
+}
+#else
+TEST_CASE("thread pool: a worker on the caller's CPU moves to another one (regression: bimodal decode speed)",
+          "[unit][kernels][pool]") {
+  WARN("SKIPPED: CPU placement is only managed on Linux");
+}
+#endif
