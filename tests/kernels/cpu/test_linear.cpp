@@ -139,7 +139,10 @@ TEST_CASE("every cpu::linear variant this CPU runs matches the scalar twin and i
     }
     ++ran;
     for (DType t : {DType::f16, DType::bf16}) {
-      for (const auto& [n_in, n_out] : std::vector<std::pair<int, int>>{{37, 11}, {1100, 45}, {300, 130}}) {
+      // n_in a multiple of 16 too: one row of 16-bit weights takes its own AVX-512 path there
+      // (row1_avx512_half), one chunk or several (2064 > 1024), whole blocks or a short last one.
+      for (const auto& [n_in, n_out] :
+           std::vector<std::pair<int, int>>{{37, 11}, {1100, 45}, {300, 130}, {128, 45}, {2064, 13}}) {
         const Weights w = make_weights(t, n_out, n_in, 3u + static_cast<uint32_t>(n_in));
         for (int n : {1, 2, 3, 5, 8, 17, 64}) {
           const std::vector<float> x = make_x(n, n_in, 9u + static_cast<uint32_t>(n));
