@@ -13,6 +13,7 @@
 #include "engine/machine.h"
 #include "engine/model.h"
 #include "engine/speculative/calibration_file.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace specchat {
 
@@ -140,7 +141,7 @@ json calibration_file_info(const std::string& model_path) {
 }
 
 int effective_threads(int threads) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = cpu::usable_cpu_count();  // what cpu::ThreadPool caps its threads at
   return threads <= 0 ? cores : std::min(threads, cores);
 }
 

@@ -48,9 +48,10 @@ struct TimingSetup {
 };
 
 class LlamaModel;
-// The threads a pool asked for `threads` runs (cpu::ThreadPool's rule): ≤ 0 = every core, more
-// than the cores capped at their count. Setups are matched on it, so --threads 0, the core
-// count and more all name the same setup (entries written with 0 included).
+// The threads a pool asked for `threads` runs (cpu::ThreadPool's rule): ≤ 0 = every usable CPU
+// (cpu::usable_cpu_count(): the affinity mask), more than those capped at their count. Setups
+// are matched on it, so --threads 0, the core count and more all name the same setup (entries
+// written with 0 included).
 int effective_threads(int threads);
 // The setup `target` runs with now (its KV type and activation rounding) on `threads`
 // (recorded as effective_threads), on this machine (cpu_machine_name()).

@@ -9,6 +9,7 @@
 #if defined(__linux__)
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 #endif
 
 namespace specchat::cpu {
@@ -32,24 +33,6 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 // free CPUs (a loaded machine) collisions cannot be avoided, and moving costs two system calls.
 constexpr int64_t kMoveEveryNs = 2'000'000;
 
-// The CPUs this process may run on.
-std::vector<int> usable_cpus() {
-  std::vector<int> out;
-#if defined(__linux__)
-  cpu_set_t m;
-  if (sched_getaffinity(0, sizeof m, &m) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &m)) out.push_back(c);
-    }
-  }
-#endif
-  if (out.empty()) {
-    const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    for (int c = 0; c < n; ++c) out.push_back(c);
-  }
-  return out;
-}
-
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -57,10 +40,18 @@ int64_t now_ns() {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : allowed_(usable_cpus()) {
+int usable_cpu_count() {
+#if defined(__linux__)
+  cpu_set_t m;
+  if (sched_getaffinity(0, sizeof m, &m) == 0 && CPU_COUNT(&m) > 0) return CPU_COUNT(&m);
+#endif
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+ThreadPool::ThreadPool(int n_threads) {
   // More threads than cores only adds descheduled workers for the others to wait on (measured:
   // --threads 64 on 2 cores decoded 16x slower): capped at the usable CPUs.
-  const int cores = static_cast<int>(allowed_.size());
+  const int cores = usable_cpu_count();
   n_threads = n_threads <= 0 ? cores : std::min(n_threads, cores);
   cpus_ = std::vector<CpuSlot>(static_cast<size_t>(n_threads));
   for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -81,16 +72,15 @@ void ThreadPool::note_cpu(int slot) {
   const int64_t t = now_ns();
   if (t - mine.last_move_ns < kMoveEveryNs) return;
   mine.last_move_ns = t;
-  // The allowed CPUs no pool thread is on: setting the affinity to them makes the kernel move
-  // this thread now; setting it back leaves it there and free to move again later.
-  cpu_set_t to, all;
-  CPU_ZERO(&to);
-  CPU_ZERO(&all);
-  for (int c : allowed_) {
-    CPU_SET(c, &all);
-    bool taken = false;
-    for (const CpuSlot& cs : cpus_) taken = taken || cs.cpu.load(std::memory_order_relaxed) == c;
-    if (!taken) CPU_SET(c, &to);
+  // The process's CPUs (its main thread's set, read now, so a limit set on the running process,
+  // e.g. `taskset -a -p`, holds) that no pool thread is on: setting the affinity to them makes
+  // the kernel move this thread now; setting it back leaves it there and free to move again.
+  cpu_set_t all, to;
+  if (sched_getaffinity(getpid(), sizeof all, &all) != 0) return;
+  to = all;
+  for (const CpuSlot& cs : cpus_) {
+    const int c = cs.cpu.load(std::memory_order_relaxed);
+    if (c >= 0 && c < CPU_SETSIZE) CPU_CLR(c, &to);
   }
   if (CPU_COUNT(&to) == 0) return;
   if (pthread_setaffinity_np(pthread_self(), sizeof to, &to) != 0) return;

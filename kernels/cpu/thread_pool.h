@@ -10,8 +10,10 @@
 //   - lets workers spin briefly (about 50 µs) for the next parallel region, then block on a
 //     condition variable, so an idle engine costs no CPU;
 //   - (Linux) keeps its threads on different CPUs without pinning them: a worker that finds itself
-//     on the CPU another pool thread last ran on moves to one no pool thread is on (its affinity
-//     set to those CPUs for one call, then back), at most once per 2 ms. Without it, on 2-vCPU
+//     on the CPU another pool thread last ran on moves to one of the process's CPUs (its main
+//     thread's set, read at that moment, so `taskset -a -p` on a running engine holds) that no
+//     pool thread is on (its affinity set to those for one call, then back to the process's),
+//     at most once per 2 ms; with none free it stays. Without it, on 2-vCPU
 //     VMs whose kernel sees no shared cache, the scheduler often woke the worker onto the engine
 //     thread's CPU and left it there: one thread then ran every region while the other waited,
 //     and the bundled target decoded at 860-1060 or 1600-1860 tokens/s from one process start to
@@ -33,9 +35,7 @@ namespace specchat::cpu {
 class ThreadPool {
  public:
   // n_threads threads in all, the caller included (n_threads - 1 workers); <= 0 = all cores;
-  // capped at the CPUs this process may run on (on Linux its affinity mask at construction, so
-  // `taskset -c 0` gives one thread; elsewhere std::thread::hardware_concurrency). The pool's
-  // threads move between those CPUs only.
+  // capped at usable_cpu_count() at construction (so `taskset -c 0` gives one thread).
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -61,7 +61,6 @@ class ThreadPool {
     int64_t last_move_ns = 0;  // steady clock, written by the slot's own thread
   };
   std::vector<CpuSlot> cpus_;
-  std::vector<int> allowed_;  // the CPUs the pool's threads may run on
   std::mutex mu_;
   std::condition_variable wake_, done_cv_;
   std::atomic<uint64_t> generation_{0};  // bumped per parallel region
@@ -77,6 +76,11 @@ class ThreadPool {
   std::exception_ptr error_;
   bool stop_ = false;
 };
+
+// The CPUs the calling thread may run on: on Linux the count of its affinity mask (what taskset,
+// cgroup cpusets and containers leave it), elsewhere std::thread::hardware_concurrency(); >= 1.
+// The engine's thread counts (the pool's, the calibration's) are capped at it.
+int usable_cpu_count();
 
 // Runs fn(i) for i in [0, n_tasks) on `pool`, or serially on this thread when pool is null or
 // has one thread.

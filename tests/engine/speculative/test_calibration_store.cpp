@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include <algorithm>
 #include <filesystem>
@@ -280,3 +283,22 @@ TEST_CASE("calibration store: this machine's setup names its CPU, and the bundle
     for (const json& t : doc["timings_by_setup"]) CHECK(t.contains("machine"));
   }
 }
+
+#if defined(__linux__)
+// Regression: counted with hardware_concurrency, a run under `taskset -c 0` (a one-thread pool)
+// was filed as a 2-thread setup on a 2-core machine.
+TEST_CASE("calibration store: the thread count follows the CPUs the process may use", "[unit][calibration]") {
+  cpu_set_t all, one;
+  REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+  int c = 0;
+  while (!CPU_ISSET(c, &all)) ++c;
+  CPU_ZERO(&one);
+  CPU_SET(c, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  const int limited = effective_threads(0), asked = effective_threads(4);
+  REQUIRE(sched_setaffinity(0, sizeof all, &all) == 0);
+  CHECK(limited == 1);
+  CHECK(asked == 1);
+  CHECK(effective_threads(0) == CPU_COUNT(&all));
+}
+#endif

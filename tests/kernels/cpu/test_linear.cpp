@@ -140,7 +140,7 @@ TEST_CASE("every cpu::linear variant this CPU runs matches the scalar twin and i
     ++ran;
     for (DType t : {DType::f16, DType::bf16}) {
       // n_in a multiple of 16 too: one row of 16-bit weights takes its own AVX-512 path there
-      // (row1_avx512_half), one chunk or several (2064 > 1024), whole blocks or a short last one.
+      // (rows_avx512_half), one chunk or several (2064 > 1024), whole blocks or a short last one.
       for (const auto& [n_in, n_out] :
            std::vector<std::pair<int, int>>{{37, 11}, {1100, 45}, {300, 130}, {128, 45}, {2064, 13}}) {
         const Weights w = make_weights(t, n_out, n_in, 3u + static_cast<uint32_t>(n_in));

@@ -21,11 +21,21 @@
 
 using specchat::cpu::ThreadPool;
 
+// The CPUs this process may run on (its affinity mask; all cores without one).
+static int usable_cpus() {
+#if defined(__linux__)
+  cpu_set_t m;
+  if (sched_getaffinity(0, sizeof m, &m) == 0) return std::max(1, CPU_COUNT(&m));
+#endif
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+
 TEST_CASE("thread pool: each task of each region runs exactly once", "[unit][kernels][pool]") {
   for (int n_threads : {1, 2, 3, 8}) {
     ThreadPool pool(n_threads);
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    REQUIRE(pool.n_threads() == std::min(n_threads, cores));
+    // (regression: counted with hardware_concurrency, this failed under `taskset -c 0`)
+    REQUIRE(pool.n_threads() == std::min(n_threads, usable_cpus()));
     std::vector<std::atomic<int>> hits(257);
     for (int region = 0; region < 2000; ++region) {
       const int n = 1 + region % 257;
@@ -69,15 +79,6 @@ TEST_CASE("thread pool: a task's exception is rethrown and the pool stays usable
   std::atomic<int> again{0};
   pool.parallel_for(10, [&](int) { again.fetch_add(1); });
   CHECK(again.load() == 10);
-}
-
-// The CPUs this process may run on (its affinity mask; all cores without one).
-static int usable_cpus() {
-#if defined(__linux__)
-  cpu_set_t m;
-  if (sched_getaffinity(0, sizeof m, &m) == 0) return std::max(1, CPU_COUNT(&m));
-#endif
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 TEST_CASE("thread pool: never more threads than cores (regression: --threads 64 on 2 cores decoded 16x slower)",
@@ -148,16 +149,37 @@ TEST_CASE("thread pool: parallel_ranges lets an idle thread take a stalled threa
 
 #if defined(__linux__)
 namespace {
-void pin_self(int cpu) {
+void pin_self(const std::vector<int>& cpus) {
   cpu_set_t m;
   CPU_ZERO(&m);
-  CPU_SET(cpu, &m);
-  REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof m, &m) == 0);
+  for (int c : cpus) CPU_SET(c, &m);
+  pthread_setaffinity_np(pthread_self(), sizeof m, &m);
+}
+std::vector<int> cpus_of(const cpu_set_t& m) {
+  std::vector<int> out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &m)) out.push_back(c);
+  }
+  return out;
+}
+std::vector<int> my_cpus() {
+  cpu_set_t m;
+  pthread_getaffinity_np(pthread_self(), sizeof m, &m);
+  return cpus_of(m);
 }
 void busy_for(std::chrono::microseconds d) {
   const auto t0 = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - t0 < d) {
   }
+}
+
+// Runs body on a thread of its own (the pool's caller) and waits for it: the test's main thread
+// keeps the process's CPU set, which is what the pool falls back to. Catch's macros stay on the
+// main thread.
+template <class F>
+void on_own_thread(F body) {
+  std::thread t(body);
+  t.join();
 }
 }  // namespace
 
@@ -167,49 +189,124 @@ void busy_for(std::chrono::microseconds d) {
 // process start to the next).
 TEST_CASE("thread pool: a worker on the caller's CPU moves to another one (regression: bimodal decode speed)",
           "[unit][kernels][pool]") {
-  cpu_set_t before;
-  REQUIRE(pthread_getaffinity_np(pthread_self(), sizeof before, &before) == 0);
-  ThreadPool pool(2);
-  if (pool.n_threads() < 2 || CPU_COUNT(&before) < 2) {
+  const std::vector<int> all = my_cpus();
+  if (all.size() < 2) {
     WARN("SKIPPED: fewer than two usable CPUs, so there is no other CPU to move to");
     return;
   }
-  int c = 0;
-  while (!CPU_ISSET(c, &before)) ++c;
-  pin_self(c);
-  // Put the worker on the caller's CPU: it pins itself there from inside a task.
-  const auto me = std::this_thread::get_id();
-  std::atomic<bool> worker_pinned{false};
-  const auto t0 = std::chrono::steady_clock::now();
-  while (!worker_pinned.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
-    pool.parallel_for(2, [&](int) {
-      if (std::this_thread::get_id() != me) {
-        if (!worker_pinned.load()) pin_self(c);
-        worker_pinned = true;
-      } else {
-        busy_for(std::chrono::microseconds(200));
-      }
-    });
+  const int c = all[0];
+  bool worker_pinned = false;
+  int worker_cpu = c;
+  on_own_thread([&] {
+    ThreadPool pool(2);
+    pin_self({c});
+    // Put the worker on the caller's CPU: it pins itself there from inside a task.
+    const auto me = std::this_thread::get_id();
+    std::atomic<bool> pinned{false};
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!pinned.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+      pool.parallel_for(2, [&](int) {
+        if (std::this_thread::get_id() != me) {
+          if (!pinned.load()) pin_self({c});
+          pinned = true;
+        } else {
+          busy_for(std::chrono::microseconds(200));
+        }
+      });
+    }
+    worker_pinned = pinned.load();
+    // From its next region on the worker shares CPU c with the caller: it must move off it, to a
+    // CPU of the process (the main thread's set).
+    std::atomic<int> seen{c};
+    const auto t1 = std::chrono::steady_clock::now();
+    while (worker_pinned && seen.load() == c && std::chrono::steady_clock::now() - t1 < std::chrono::seconds(20)) {
+      pool.parallel_for(2, [&](int) {
+        if (std::this_thread::get_id() != me) {
+          seen = sched_getcpu();
+        } else {
+          busy_for(std::chrono::microseconds(200));
+        }
+      });
+    }
+    worker_cpu = seen.load();
+  });
+  REQUIRE(worker_pinned);
+  CHECK(worker_cpu != c);
+}
+
+// Regression: the first version restored the CPU set the pool saw when it started, so a limit
+// applied to the running process (`taskset -a -p -c 0 PID`) was undone by the worker's next move.
+TEST_CASE("thread pool: a worker stays inside a CPU limit set after the pool started", "[unit][kernels][pool]") {
+  const std::vector<int> all = my_cpus();
+  if (all.size() < 2) {
+    WARN("SKIPPED: fewer than two usable CPUs, so no limit can narrow them");
+    return;
   }
-  REQUIRE(worker_pinned.load());
-  // From its next region on the worker shares CPU c with the caller: it must move off it.
-  std::atomic<int> worker_cpu{c};
-  const auto t1 = std::chrono::steady_clock::now();
-  while (worker_cpu.load() == c && std::chrono::steady_clock::now() - t1 < std::chrono::seconds(20)) {
-    pool.parallel_for(2, [&](int) {
-      if (std::this_thread::get_id() != me) {
-        worker_cpu = sched_getcpu();
-      } else {
-        busy_for(std::chrono::microseconds(200));
-      }
-    });
-  }
-  CHECK(worker_cpu.load() != c);
-  REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof before, &before) == 0);
+  const int c = all[0];
+  std::atomic<bool> limit_main{false}, main_limited{false};
+  bool worker_narrowed = false;
+  int outside = 0;
+  // The pool starts with every CPU; then every thread of the process (the main thread, the
+  // caller, the worker) is limited to CPU c, as `taskset -a -p -c C PID` does.
+  std::thread caller([&] {
+    ThreadPool pool(2);
+    const auto me = std::this_thread::get_id();
+    pool.parallel_for(8, [&](int) { busy_for(std::chrono::microseconds(100)); });
+    limit_main = true;
+    while (!main_limited.load()) std::this_thread::yield();
+    pin_self({c});
+    std::atomic<bool> narrowed{false};
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!narrowed.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+      pool.parallel_for(2, [&](int) {
+        if (std::this_thread::get_id() != me) {
+          pin_self({c});
+          narrowed = true;
+        } else {
+          busy_for(std::chrono::microseconds(200));
+        }
+      });
+    }
+    worker_narrowed = narrowed.load();
+    // The worker shares CPU c with the caller and the process may use c only: it must stay.
+    std::atomic<int> out{0};
+    for (int n = 0; n < 400 && worker_narrowed; ++n) {
+      pool.parallel_for(2, [&](int) {
+        if (std::this_thread::get_id() != me) {
+          const std::vector<int> m = my_cpus();
+          if (sched_getcpu() != c || m.size() != 1 || m[0] != c) out.fetch_add(1);
+        } else {
+          busy_for(std::chrono::microseconds(100));
+        }
+      });
+    }
+    outside = out.load();
+  });
+  while (!limit_main.load()) std::this_thread::yield();
+  pin_self({c});
+  main_limited = true;
+  caller.join();
+  pin_self(all);
+  REQUIRE(worker_narrowed);
+  CHECK(outside == 0);
+}
+
+TEST_CASE("thread pool: a pool started under a CPU limit has no more threads than it allows", "[unit][kernels][pool]") {
+  const std::vector<int> all = my_cpus();
+  pin_self({all[0]});
+  const int n = ThreadPool(2).n_threads();
+  pin_self(all);
+  CHECK(n == 1);
 }
 #else
 TEST_CASE("thread pool: a worker on the caller's CPU moves to another one (regression: bimodal decode speed)",
           "[unit][kernels][pool]") {
   WARN("SKIPPED: CPU placement is only managed on Linux");
+}
+TEST_CASE("thread pool: a worker stays inside a CPU limit set after the pool started", "[unit][kernels][pool]") {
+  WARN("SKIPPED: CPU placement is only managed on Linux");
+}
+TEST_CASE("thread pool: a pool started under a CPU limit has no more threads than it allows", "[unit][kernels][pool]") {
+  WARN("SKIPPED: CPU limits are only read on Linux");
 }
 #endif
