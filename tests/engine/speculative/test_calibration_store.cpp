@@ -48,6 +48,17 @@ StepTimings table(double scale) {
 
 }  // namespace
 
+// The CPUs this process may use (its affinity mask; all cores without one): what the pool and
+// effective_threads count (regression: counted with hardware_concurrency, these tests failed
+// under `taskset -c 0`).
+static int usable_cpus() {
+#if defined(__linux__)
+  cpu_set_t m;
+  if (sched_getaffinity(0, sizeof m, &m) == 0 && CPU_COUNT(&m) > 0) return CPU_COUNT(&m);
+#endif
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 TEST_CASE("calibration store: alternating setups keep one timing table each", "[unit][calibration]") {
   // Regression: the file held one table, so timing with 1 thread and then with 2 (or f16 and
   // then f32 KV) threw the first away and the next run with the first setup re-measured.
@@ -95,7 +106,7 @@ TEST_CASE("calibration store: a file with only \"timings\" keeps it when another
 }
 
 TEST_CASE("calibration store: setups are described and matched", "[unit][calibration]") {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cpus();
   CHECK(describe_setup({1, "f16", "q8"}) == "1 thread, f16 KV cache, q8 activations");
   CHECK(describe_setup({0, "f32", "f32"}) ==
         std::to_string(cores) + (cores == 1 ? " thread" : " threads") + ", f32 KV cache, f32 activations");
@@ -113,7 +124,7 @@ TEST_CASE("calibration store: setups are described and matched", "[unit][calibra
 TEST_CASE("calibration store: thread counts match as the pool runs them", "[unit][calibration]") {
   // Regression: --threads 0 (every core), the core count and more than the cores run the same
   // pool, but were three setups: a calibration made with one was not used by the others.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cpus();
   CHECK(effective_threads(0) == cores);
   CHECK(effective_threads(-3) == cores);
   CHECK(effective_threads(cores + 6) == cores);
