@@ -1,5 +1,5 @@
-// Internal to kernels/cpu: the tiling cpu::linear (linear.cpp) and its register-dequantizing
-// block-weight paths (linear_blocks.cpp) share. Not part of the kernel API (linear.h).
+// Internal to kernels/cpu: the tiling cpu::linear (linear.cpp), its AVX-512 paths
+// (linear_avx512.cpp) and its register-dequantizing block-weight paths (linear_blocks.cpp) share. Not part of the kernel API (linear.h).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,13 @@ bool blocks_direct_avx2(const float* x, const void* w, DType t, float* y, int n_
                         int j0, int nr);
 bool blocks_direct_avx512(const float* x, const void* w, DType t, float* y, int n_tokens, int n_in, int n_out,
                           int j0, int nr);
+
+// AVX-512 twin of block_avx2 (linear.cpp): rows j0 .. j0 + nr − 1 of y[n_tokens, n_out]
+// (nr <= kRows) for every row of x[n_tokens, n_in], weights w [n_out, n_in] of any type but f32.
+// 16 lanes and 32 registers, so up to 4 rows of x × 4 weight rows (16 accumulators) per pass over
+// a chunk; batch-invariant like the AVX2 kernel. The CPU must have AVX-512F (the caller
+// dispatches). linear_avx512.cpp.
+void block_avx512(const float* x, const void* w, DType t, float* y, int n_tokens, int n_in, int n_out, int j0, int nr);
 #endif
 
 }  // namespace specchat::cpu::tiling

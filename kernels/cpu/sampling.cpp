@@ -1,5 +1,7 @@
 #include "kernels/cpu/sampling.h"
 
+#include "kernels/cpu/vec_exp.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,6 +14,7 @@ namespace specchat::cpu {
 namespace {
 using v16f = float __attribute__((vector_size(64)));
 using v16i = int32_t __attribute__((vector_size(64)));
+using v8d = double __attribute__((vector_size(64)));
 }  // namespace
 
 // Pass 1: lanes start at -inf and take `x > lane ? x : lane` (exact, order-free, skips NaN).
@@ -62,6 +65,46 @@ bool all_finite(const float* x, int64_t n) {
   for (int j = 0; j < 16; ++j) s += acc[j];
   for (; i < n; ++i) s += x[i] - x[i];
   return !std::isnan(s);
+}
+
+// Sums 16 lanes of e^{x − m} at a time into two 8-lane double accumulators; the tail goes
+// through a copy padded with −inf (e^-87 per padded lane: nothing against a sum of at least 1).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+double logsumexp_row(const float* x, int64_t n) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  v16f lane = v16f{} + ninf;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    v16f v;
+    __builtin_memcpy(&v, x + i, sizeof v);
+    lane = v > lane ? v : lane;
+  }
+  float m = ninf;
+  for (int j = 0; j < 16; ++j) m = lane[j] > m ? lane[j] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  if (!(m > ninf)) return static_cast<double>(m);  // n == 0 or every x[i] is -inf
+  v8d lo{}, hi{};
+  auto add16 = [&](const v16f& v) {
+    v16f e;
+    SPECCHAT_EXP16(v - m, e);
+    lo += __builtin_convertvector(__builtin_shufflevector(e, e, 0, 1, 2, 3, 4, 5, 6, 7), v8d);
+    hi += __builtin_convertvector(__builtin_shufflevector(e, e, 8, 9, 10, 11, 12, 13, 14, 15), v8d);
+  };
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    v16f v;
+    __builtin_memcpy(&v, x + k, sizeof v);
+    add16(v);
+  }
+  if (k < n) {
+    v16f v = v16f{} + ninf;
+    for (int64_t j = k; j < n; ++j) v[j - k] = x[j];
+    add16(v);
+  }
+  const v8d s = lo + hi;
+  double sum = 0;
+  for (int j = 0; j < 8; ++j) sum += s[j];
+  return static_cast<double>(m) + std::log(sum);
 }
 
 void argmax_rows(const float* x, int n_rows, int n, int32_t* ids) {

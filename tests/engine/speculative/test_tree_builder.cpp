@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <tuple>
 
@@ -252,5 +253,48 @@ TEST_CASE("TreeBuilder static shapes: rank-th candidate of the parent's row, lev
     TreeBudget empty = b;
     empty.shape_parent.clear();
     CHECK(TreeBuilder(empty, 100, greedy()).wanted().empty());
+  }
+}
+
+namespace {
+
+// LogitsSource over fixed rows of logits.
+class FixedLogits final : public LogitsSource {
+ public:
+  FixedLogits(std::vector<float> logits, size_t n_vocab) : logits_(std::move(logits)) {
+    set_rows(logits_, n_vocab, n_vocab);
+  }
+  void score(const DraftTree&, std::span<const int32_t>) override {}
+
+ private:
+  std::vector<float> logits_;
+};
+
+}  // namespace
+
+TEST_CASE("LogitsSource::top gives the softmax log-probabilities of the best k with ties to the lower id", "[unit][trees]") {
+  const size_t V = 1000;  // not a multiple of 16: the kernels' tails
+  std::mt19937 g(21);
+  std::normal_distribution<float> nd(0, 4);
+  std::vector<float> row(V);
+  for (auto& v : row) v = nd(g);
+  row[700] = row[37] = 40.0f;  // a tie for the maximum: 37 first
+  row[500] = 39.5f;
+  row[3] = -std::numeric_limits<float>::infinity();
+  long double s = 0;
+  for (float v : row) s += std::exp(static_cast<long double>(v) - 40.0L);
+  const long double lse = 40.0L + std::log(s);
+  FixedLogits src(row, V);
+  std::vector<Candidate> got;
+  for (int k : {1, 3}) {
+    src.top(0, k, got);
+    REQUIRE(got.size() == static_cast<size_t>(k));
+    const int32_t want_ids[] = {37, 700, 500};
+    for (int i = 0; i < k; ++i) {
+      INFO("k " << k << " rank " << i);
+      CHECK(got[static_cast<size_t>(i)].token == want_ids[i]);
+      CHECK(got[static_cast<size_t>(i)].logp ==
+            Approx(static_cast<double>(row[static_cast<size_t>(want_ids[i])] - lse)).margin(1e-6));
+    }
   }
 }

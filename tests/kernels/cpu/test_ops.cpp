@@ -172,3 +172,35 @@ TEST_CASE("swiglu: within 1e-6 of silu with std::exp, and the same bits at every
     }
   }
 }
+
+TEST_CASE("rmsnorm: within 1e-6 of a long double reference and the same bits in place and alone", "[unit][kernels]") {
+  std::mt19937 g(7);
+  std::normal_distribution<float> nd(0, 3);
+  for (int d : {1, 5, 16, 17, 64, 320, 2049}) {
+    const int n = 5;
+    std::vector<float> x(static_cast<size_t>(n) * d), w(static_cast<size_t>(d)), out(x.size());
+    for (auto& v : x) v = nd(g);
+    for (auto& v : w) v = nd(g);
+    const float eps = 1e-5f;
+    cpu::rmsnorm(x.data(), w.data(), out.data(), n, d, eps);
+    for (int t = 0; t < n; ++t) {
+      long double ss = 0;
+      for (int i = 0; i < d; ++i) ss += static_cast<long double>(x[static_cast<size_t>(t * d + i)]) * x[static_cast<size_t>(t * d + i)];
+      const long double scale = 1.0L / std::sqrt(ss / d + eps);
+      for (int i = 0; i < d; ++i) {
+        const size_t k = static_cast<size_t>(t * d + i);
+        const long double want = x[k] * scale * w[static_cast<size_t>(i)];
+        INFO("d " << d << " row " << t << " col " << i);
+        REQUIRE(std::fabs(static_cast<double>(out[k] - want)) <= 1e-6 * (1 + std::fabs(static_cast<double>(want))));
+      }
+      // One row alone gives that row's bits, and so does the row normalised in place.
+      std::vector<float> one(static_cast<size_t>(d)), inplace(x.begin() + t * d, x.begin() + (t + 1) * d);
+      cpu::rmsnorm(x.data() + static_cast<size_t>(t) * d, w.data(), one.data(), 1, d, eps);
+      cpu::rmsnorm(inplace.data(), w.data(), inplace.data(), 1, d, eps);
+      for (int i = 0; i < d; ++i) {
+        REQUIRE(one[static_cast<size_t>(i)] == out[static_cast<size_t>(t * d + i)]);
+        REQUIRE(inplace[static_cast<size_t>(i)] == out[static_cast<size_t>(t * d + i)]);
+      }
+    }
+  }
+}
