@@ -22,6 +22,20 @@
 
 namespace specchat::cpu {
 
+#if defined(__x86_64__)
+bool tiling::widen_block_or_f32(const void* w, DType t, int64_t off, float* dst, int n) {
+  if (dtype_is_block(t)) {  // the 8-lane dequantizer: the tile, not the dequantization, is the hot loop
+    dequantize_row_avx2(t, block_at(w, t, off), dst, n);
+    return true;
+  }
+  if (t == DType::f32) {
+    std::memcpy(dst, static_cast<const float*>(w) + off, sizeof(float) * static_cast<size_t>(n));
+    return true;
+  }
+  return false;
+}
+#endif
+
 using namespace tiling;
 
 namespace {
@@ -65,14 +79,7 @@ void block_generic(const float* x, const void* w, DType t, float* y, int n_token
 #if defined(__x86_64__)
 
 SPECCHAT_AVX2 void widen_avx2(const void* w, DType t, int64_t off, float* dst, int n) {
-  if (dtype_is_block(t)) {
-    dequantize_row_avx2(t, block_at(w, t, off), dst, n);
-    return;
-  }
-  if (t == DType::f32) {
-    std::memcpy(dst, static_cast<const float*>(w) + off, sizeof(float) * static_cast<size_t>(n));
-    return;
-  }
+  if (widen_block_or_f32(w, t, off, dst, n)) return;
   const uint16_t* src = static_cast<const uint16_t*>(w) + off;
   const int n8 = n / 8 * 8;
   if (t == DType::f16) {

@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "kernels/cpu/convert.h"
-#include "kernels/cpu/dequant_simd.h"
 #include "kernels/cpu/linear_tiling.h"
 
 namespace specchat::cpu::tiling {
@@ -25,14 +24,7 @@ namespace {
 #endif
 
 SPECCHAT_AVX512 void widen_avx512(const void* w, DType t, int64_t off, float* dst, int n) {
-  if (dtype_is_block(t)) {  // the 8-lane dequantizer: the tile, not the dequantization, is the hot loop
-    dequantize_row_avx2(t, block_at(w, t, off), dst, n);
-    return;
-  }
-  if (t == DType::f32) {
-    std::memcpy(dst, static_cast<const float*>(w) + off, sizeof(float) * static_cast<size_t>(n));
-    return;
-  }
+  if (widen_block_or_f32(w, t, off, dst, n)) return;
   const uint16_t* src = static_cast<const uint16_t*>(w) + off;
   const int n16 = n / 16 * 16;
   if (t == DType::f16) {

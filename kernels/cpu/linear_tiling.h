@@ -55,6 +55,12 @@ bool blocks_direct_avx2(const float* x, const void* w, DType t, float* y, int n_
 bool blocks_direct_avx512(const float* x, const void* w, DType t, float* y, int n_tokens, int n_in, int n_out,
                           int j0, int nr);
 
+// What every widen_* (linear.cpp, linear_avx512.cpp) does alike: n weights from element `off`
+// of w into dst as f32 when t is a block type (the AVX2 dequantizer) or f32 (copied); false,
+// nothing written, for 16-bit weights, which each widens with its own vectors. The CPU must
+// have AVX2 (the caller dispatches).
+bool widen_block_or_f32(const void* w, DType t, int64_t off, float* dst, int n);
+
 // AVX-512 twin of block_avx2 (linear.cpp): rows j0 .. j0 + nr − 1 of y[n_tokens, n_out]
 // (nr <= kRows) for every row of x[n_tokens, n_in], weights w [n_out, n_in] of any type but f32.
 // 16 lanes and 32 registers, so up to 4 rows of x × 4 weight rows (16 accumulators) per pass over

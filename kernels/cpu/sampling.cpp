@@ -15,15 +15,11 @@ namespace {
 using v16f = float __attribute__((vector_size(64)));
 using v16i = int32_t __attribute__((vector_size(64)));
 using v8d = double __attribute__((vector_size(64)));
-}  // namespace
 
-// Pass 1: lanes start at -inf and take `x > lane ? x : lane` (exact, order-free, skips NaN).
-// Pass 2: the first 16-block with an element equal to the maximum, then the index in it. With
-// x[0] not NaN the maximum is x[0] or larger and present; every value -inf or NaN gives the
-// first -inf, as the scan does.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-int32_t argmax_row(const float* x, int64_t n) {
-  if (n <= 0 || std::isnan(x[0])) return 0;
+// The largest of x [n] (-inf when n == 0), over 16 lanes that start at -inf and take
+// `x > lane ? x : lane` (exact, order-free, skips NaN). Always inlined, so each target_clones
+// variant that calls it vectorises it for its own ISA.
+__attribute__((always_inline)) inline float max_skipping_nan(const float* x, int64_t n) {
   const float ninf = -std::numeric_limits<float>::infinity();
   v16f lane = v16f{} + ninf;
   int64_t i = 0;
@@ -35,6 +31,19 @@ int32_t argmax_row(const float* x, int64_t n) {
   float m = ninf;
   for (int j = 0; j < 16; ++j) m = lane[j] > m ? lane[j] : m;
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+}  // namespace
+
+// Pass 1: max_skipping_nan.
+// Pass 2: the first 16-block with an element equal to the maximum, then the index in it. With
+// x[0] not NaN the maximum is x[0] or larger and present; every value -inf or NaN gives the
+// first -inf, as the scan does.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+int32_t argmax_row(const float* x, int64_t n) {
+  if (n <= 0 || std::isnan(x[0])) return 0;
+  const float m = max_skipping_nan(x, n);
   int64_t k = 0;
   for (; k + 16 <= n; k += 16) {
     v16f v;
@@ -72,16 +81,7 @@ bool all_finite(const float* x, int64_t n) {
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 double logsumexp_row(const float* x, int64_t n) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  v16f lane = v16f{} + ninf;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    v16f v;
-    __builtin_memcpy(&v, x + i, sizeof v);
-    lane = v > lane ? v : lane;
-  }
-  float m = ninf;
-  for (int j = 0; j < 16; ++j) m = lane[j] > m ? lane[j] : m;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  const float m = max_skipping_nan(x, n);
   if (!(m > ninf)) return static_cast<double>(m);  // n == 0 or every x[i] is -inf
   v8d lo{}, hi{};
   auto add16 = [&](const v16f& v) {
