@@ -1,7 +1,10 @@
 #include "app/cli/options.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -19,6 +22,23 @@ const CLI::Validator kFinite(
       }
     },
     "FINITE");
+
+// An integer in [0, 2^64 - 1], written in full: CLI11 took "-1" as 2^64 - 1 and an overflowing
+// value silently.
+const CLI::Validator kUint64Check(
+    [](std::string& s) -> std::string {
+      uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (s.empty() || ec == std::errc::result_out_of_range) return "value must be an integer from 0 to 2^64 - 1";
+      return ec != std::errc() || end != s.data() + s.size() ? "value must be an integer from 0 to 2^64 - 1"
+                                                             : std::string();
+    },
+    "UINT64");
+
+const CLI::Validator& uint64_validator() { return kUint64Check; }
+
+const CLI::Validator kNonEmpty([](std::string& s) -> std::string { return s.empty() ? "must not be empty" : ""; },
+                               "NONEMPTY");
 
 void add_engine_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_flag("--no-draft-backoff", o.no_backoff,
@@ -67,7 +87,7 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_option("--temp,-t", o.temp, "temperature (0 = greedy)")->check(kFinite)->check(CLI::Range(0.0, 100.0));
   cmd.add_option("--top-k", o.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--top-p", o.top_p, "top-p (1 = off)")->check(kFinite)->check(CLI::Range(0.0, 1.0));
-  cmd.add_option("--seed,-s", o.seed, "sampling seed");
+  cmd.add_option("--seed,-s", o.seed, "sampling seed (0 to 2^64 - 1)")->check(kUint64Check);
   cmd.add_option("-n,--max-tokens", o.n, "tokens to generate")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--ctx", o.n_ctx, "context length (0 = the model's)")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--threads", o.threads, "CPU threads of the engine's pool (0 = all cores; more than the cores is capped)")->check(CLI::Range(0, 256));
@@ -92,11 +112,16 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
                      "); also the pick when the file's template is not recognised (default then: chatml, "
                      "with a warning)")
       ->check(CLI::IsMember(chat_template_names()));
-  cmd.add_option("--stop", o.stop, "stop string (repeatable); not included in the output");
+  cmd.add_option("--stop", o.stop, "stop string (repeatable, not empty); not included in the output")
+      ->check(kNonEmpty);
   cmd.add_flag("--json", o.json, "print one JSON object at the end instead of streaming text");
 }
 
 std::vector<ChatMessage> read_messages_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw std::runtime_error("--messages: " + path + " is a directory, not a JSON conversation file");
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error("--messages: cannot read " + path);
   std::stringstream ss;

@@ -68,6 +68,10 @@ struct CommonOptions {
 // --baseline-endpoint.
 void add_remote_options(CLI::App& cmd, CommonOptions& o, bool compare = false);
 
+// Checks that an option's text is an integer in [0, 2^64 - 1] written in full (CLI11 alone took
+// "-1" as 2^64 - 1 and an overflowing value silently): for seeds.
+const CLI::Validator& uint64_validator();
+
 // Reads a conversation for --messages: a JSON file holding either an array of
 // {"role": "system"|"user"|"assistant", "content": string} objects (the OpenAI chat format) or an
 // object with such an array under "messages". The conversation is rendered with the model's chat

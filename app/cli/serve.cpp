@@ -210,7 +210,7 @@ void add_serve_options(CLI::App& cmd, ServeOptions& o) {
   cmd.add_option("--temp,-t", f.temperature, "default temperature (0 = greedy)")->check(CLI::Range(0.0, 2.0));
   cmd.add_option("--top-p", f.top_p, "default top-p")->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--top-k", f.top_k, "default top-k (0 = off)")->check(CLI::Range(0, 1 << 20));
-  cmd.add_option("--seed,-s", f.seed, "default sampling seed");
+  cmd.add_option("--seed,-s", f.seed, "default sampling seed (0 to 2^64 - 1)")->check(uint64_validator());
   cmd.add_option("--max-tokens,-n", f.default_max_tokens, "max_tokens of a request that names none")
       ->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--max-output-tokens", f.max_output_tokens, "largest max_tokens accepted (0 = the context)")

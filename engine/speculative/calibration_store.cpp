@@ -299,10 +299,14 @@ void cache_calibration_timings(const Calibration& c, const std::string& target_p
   json updated = c.status == Calibration::Status::ok
                      ? c.doc
                      : json{{"version", kCalibrationVersion}, {"backend", kCalibrationBackend}};
-  updated["date"] = utc_now_iso8601();
+  // In a file `calibrate` wrote, the top-level "date" is when it measured the acceptance: kept.
+  // The table carries its own.
+  if (c.status != Calibration::Status::ok) updated["date"] = utc_now_iso8601();
   updated["target"] = calibration_file_info(target_path);
   updated["draft"] = calibration_file_info(draft_path);
-  store_calibration_timings(updated, calibration_timings_json(t, setup, context_tokens, reps), c.doc);
+  json table = calibration_timings_json(t, setup, context_tokens, reps);
+  table["date"] = utc_now_iso8601();
+  store_calibration_timings(updated, table, c.doc);
   write_calibration_file(c.path, updated);
 }
 

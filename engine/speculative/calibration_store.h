@@ -130,8 +130,9 @@ std::string utc_now_iso8601();
 // Writes `j` (indented) through a temporary file and a rename, so readers never see half a
 // file. Throws std::runtime_error when it cannot be written.
 void write_calibration_file(const std::string& path, const nlohmann::json& j);
-// Stores timings measured now into `c`'s file: into its object when status is ok, a new file
-// (version, backend, date, model infos, timings; no acceptance) when it is missing; does nothing
+// Stores timings measured now (the table dated now) into `c`'s file: into its object when status
+// is ok (its top-level date, when the acceptance was measured, is kept), a new file (version,
+// backend, date, model infos, timings; no acceptance) when it is missing; does nothing
 // for a file that is unreadable or belongs to other models (it is not ours to overwrite).
 // Throws std::runtime_error when the write fails.
 void cache_calibration_timings(const Calibration& c, const std::string& target_path, const std::string& draft_path,

@@ -40,9 +40,10 @@ constexpr bool linear_rounds_activations(DType t, Activations act) {
 // columns; each block is dequantized / widened once into an L1 tile (SIMD: dequant_simd.h) and
 // used for every row of x (register tiling: 4 weight rows × 2 (AVX2) or 4 (AVX-512) rows of x per
 // step). So a verification batch of k rows reads each weight block from memory once, not k times.
-// Decode-sized batches (16-bit weights: up to 8 rows; block weights: up to 2 rows on AVX2, 4 on
-// AVX-512) skip the tile: the weights are widened / dequantized in registers as they are used,
-// to the same f32 values, consumed by the same operations in the same order (same bits).
+// Decode- and verification-sized batches (16-bit weights: up to 32 rows on AVX-512, every batch
+// on AVX2; block weights: up to 2 rows on AVX2, 4 on AVX-512) skip the tile: the weights are
+// widened / dequantized in registers as they are used, to the same f32 values, consumed by the
+// same operations in the same order (same bits).
 // Integer path: the whole row per pass, AVX-512 4 weight rows × up to 4 rows of x, AVX2 4 × 1
 // or 2 × 2 (linear_q8.h); weight bytes prefetched 16 KiB ahead. Decode-sized batches run 2-3×
 // the f32 path; from ~16 rows (prefill) the two are about even on AVX-512, and AVX2's k-quants

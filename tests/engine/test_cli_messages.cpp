@@ -73,6 +73,12 @@ TEST_CASE("cli: --messages files that are not a conversation fail clearly", "[mo
   INFO(missing.describe());
   CHECK(missing.exit_code == 1);
   CHECK(missing.err.find("cannot read /no/such/conversation.json") != std::string::npos);
+  // A directory is named as one (regression: reported as "not JSON (… unexpected end of input …)").
+  const std::string dir = fs::temp_directory_path().string();
+  const test::CliResult is_dir = test::run_cli({"generate", "-n", "2", "--messages", dir});
+  INFO(is_dir.describe());
+  CHECK(is_dir.exit_code == 1);
+  CHECK(is_dir.err.find(dir + " is a directory") != std::string::npos);
   const test::CliResult both =
       test::run_cli({"generate", "-n", "2", "--messages", "/no/such/conversation.json", "--chat", "Hi"});
   INFO(both.describe());
@@ -106,4 +112,22 @@ TEST_CASE("cli: --messages ending with the assistant's text continues that reply
   const std::string rest = cont.json["text"].get<std::string>();
   REQUIRE_FALSE(rest.empty());
   CHECK(text.compare(cut, rest.size(), rest) == 0);
+}
+
+TEST_CASE("cli: an empty --stop and a --seed outside 0 to 2^64 - 1 are refused", "[model][cli]") {
+  // Regression (break-it pass, 2026-12-05): `--stop ""` was accepted and ignored, `--seed -1`
+  // wrapped to 2^64 - 1 and `--seed 18446744073709551616` was taken silently.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"generate", "-n", "2", "-p", "Hi", "--stop", ""},
+        std::vector<std::string>{"generate", "-n", "2", "-p", "Hi", "--seed", "-1"},
+        std::vector<std::string>{"generate", "-n", "2", "-p", "Hi", "--seed", "18446744073709551616"},
+        std::vector<std::string>{"generate", "-n", "2", "-p", "Hi", "--seed", "12x"}}) {
+    const test::CliResult r = test::run_cli(args);
+    INFO(r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK((r.err.find("--stop") != std::string::npos || r.err.find("--seed") != std::string::npos));
+  }
+  const test::CliResult top = test::run_cli({"generate", "--json", "-n", "2", "-p", "Hi", "--seed", "18446744073709551615"});
+  INFO(top.describe());
+  CHECK(top.exit_code == 0);
 }

@@ -76,7 +76,7 @@ TEST_CASE("greedy speculative output equals baseline on held-out prompts", "[mod
 }
 
 TEST_CASE("greedy speculative output equals baseline on 50 held-out prompts (full sweep)",
-          "[model][speculative][slow]") {
+          "[model][speculative][.slow]") {
   check_greedy_identity_heldout(50);
 }
 

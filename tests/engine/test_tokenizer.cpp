@@ -453,7 +453,7 @@ TEST_CASE("SentencePiece loads a vocabulary with several UNKNOWN pieces (convert
   }
 }
 
-TEST_CASE("Bundled tokenizer: ids rebuilt from its vocabulary equal SentencePiece's", "[model][recipe]") {
+TEST_CASE("Bundled tokenizer: ids rebuilt from its vocabulary equal SentencePiece's", "[model][.recipe]") {
   const std::string path = bundled_spm_path();
   sentencepiece::SentencePieceProcessor sp;
   REQUIRE(sp.Load(path).ok());

@@ -150,7 +150,7 @@ TEST_CASE("greedy trees equal baseline on held-out prompts", "[model][trees]") {
   check_greedy_trees_heldout(8);
 }
 
-TEST_CASE("greedy trees equal baseline on 100 held-out prompts (full sweep)", "[model][trees][slow]") {
+TEST_CASE("greedy trees equal baseline on 100 held-out prompts (full sweep)", "[model][trees][.slow]") {
   check_greedy_trees_heldout(100);
 }
 

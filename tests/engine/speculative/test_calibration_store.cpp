@@ -313,3 +313,23 @@ TEST_CASE("calibration store: the thread count follows the CPUs the process may 
   CHECK(effective_threads(0) == CPU_COUNT(&all));
 }
 #endif
+
+TEST_CASE("calibration store: caching timings keeps the date the acceptance was measured and dates the table", "[unit][calibration]") {
+  // Regression (break-it pass, 2026-12-05): `--tree auto` on a new machine replaced the file's
+  // top-level "date" (when `calibrate` measured the acceptance) with the time it cached timings.
+  ScratchPair p;
+  const std::string measured = "2026-12-02T01:33:59Z";
+  json doc{{"version", kCalibrationVersion},
+           {"date", measured},
+           {"target", calibration_file_info(p.target())},
+           {"draft", calibration_file_info(p.draft())},
+           {"acceptance", {{"accept_by_rank", {0.7, 0.2}}}}};
+  write_calibration_file(calibration_path(p.draft()), doc);
+  const TimingSetup one{1, "f16", "f32"};
+  cache_calibration_timings(load_calibration(p.target(), p.draft(), one), p.target(), p.draft(), table(1), one, 64, 3);
+  const Calibration c = load_calibration(p.target(), p.draft(), one);
+  REQUIRE(c.timings.valid());
+  CHECK(c.doc["date"] == measured);
+  REQUIRE(c.doc["timings"].contains("date"));
+  CHECK(c.doc["timings"]["date"].get<std::string>() != measured);
+}
