@@ -136,8 +136,9 @@ SPECCHAT_AVX512 inline __m512 widen16(const uint16_t* p) {
 }
 
 // Four _mm512_reduce_add_ps at once, with the same additions in the same order (GCC's: lane i
-// + lane i + 8, then + 4, then + 2, then + 1; each addition commutes bitwise), so the same bits:
-// lanes 0 … 3 of the result are the sums of a, b, c and d. 14 shuffles and adds against 28.
+// + lane i + 8, then + 4, then + 2, then + 1; a + b and b + a are the same bits, except which
+// payload survives when two different NaNs meet), so the same bits: lanes 0 … 3 of the result
+// are the sums of a, b, c and d. 14 shuffles and adds against 28.
 SPECCHAT_AVX512 inline __m128 reduce_add4(__m512 a, __m512 b, __m512 c, __m512 d) {
   // [a₀₋₇ + a₈₋₁₅, b₀₋₇ + b₈₋₁₅] and the same for c, d.
   const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
