@@ -25,8 +25,9 @@ void LogitsSource::top(int r, int k, std::vector<Candidate>& out) {
   const float* row = rows_.at(static_cast<size_t>(r));
   k = std::min<int>(k, static_cast<int>(n_ids_));
   if (!row || k <= 0) return;
-  // Vectorised (kernels/cpu/sampling.h): a std::exp per vocabulary entry made this 9 % of a
-  // step of a chain-shaped optimal tree (bench, optimal N=3 against chain N=3, 2026-12-05).
+  // Vectorised (kernels/cpu/sampling.h): with a std::exp per vocabulary entry a Sequoia tree of
+  // 3 nodes (a chain of 3) ran at 0.88-0.93x the chain's tokens/s, now 0.97-1.01x (bench,
+  // 2026-12-05, docs/perf/cpu.md).
   const double lse = cpu::logsumexp_row(row, static_cast<int64_t>(n_ids_));
   if (k == 1) {  // a chain-shaped level: the vectorised argmax (the first maximum: the lowest id on ties)
     const int32_t id = cpu::argmax_row(row, static_cast<int64_t>(n_ids_));

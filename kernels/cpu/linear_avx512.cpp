@@ -147,7 +147,8 @@ SPECCHAT_AVX512 inline __m128 reduce_add4(__m512 a, __m512 b, __m512 c, __m512 d
   const __m512 s4 = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
   const __m512 s2 = _mm512_add_ps(s4, _mm512_permute_ps(s4, 0x4E));  // lanes (2, 3, 0, 1)
   const __m512 s1 = _mm512_add_ps(s2, _mm512_permute_ps(s2, 0xB1));  // lanes (1, 0, 3, 2)
-  return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s1));
+  const __m512i firsts = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(firsts, s1));
 }
 
 // Rows [tk, tk + G) of x against one block of 16-bit weights, n_in a multiple of 16:

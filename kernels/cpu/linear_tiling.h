@@ -1,5 +1,6 @@
-// Internal to kernels/cpu: the tiling cpu::linear (linear.cpp), its AVX-512 paths
-// (linear_avx512.cpp) and its register-dequantizing block-weight paths (linear_blocks.cpp) share. Not part of the kernel API (linear.h).
+// Internal to kernels/cpu: what the tiling cpu::linear (linear.cpp), its AVX-512 paths
+// (linear_avx512.cpp) and its register-dequantizing block-weight paths (linear_blocks.cpp)
+// share. Not part of the kernel API (linear.h).
 #pragma once
 
 #include <cstdint>
