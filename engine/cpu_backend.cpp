@@ -10,6 +10,7 @@
 #include "engine/gguf.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_panels.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 
@@ -98,11 +99,12 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   const int d = c.d_model, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   const int n_out = static_cast<int>(b.out_rows.size());
   const int n_hidden = static_cast<int>(b.hidden_layers.size());
-  auto mm = [&](const float* x, const WeightView& w, float* y, int rows) {
-    cpu::linear(x, w.data, w.type, y, rows, w.n_in, w.n_out, pool_.get(), act_);
-  };
   auto job = [this](const float* x, const WeightView& w, float* y, int rows) {
-    return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out, act_};
+    return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out, act_, w.panels};
+  };
+  auto mm = [&](const float* x, const WeightView& w, float* y, int rows) {
+    const cpu::LinearJob jb = job(x, w, y, rows);
+    cpu::linear_multi(std::span<const cpu::LinearJob>(&jb, 1), pool_.get());
   };
   if (n_hidden > max_hidden_) throw std::invalid_argument("forward: too many hidden-state layers requested");
   const std::span<const int32_t> hrows = b.hidden_rows.empty() ? b.out_rows : b.hidden_rows;
@@ -274,6 +276,25 @@ const float* view_norm(const GgufTensorInfo& t, CpuBackend::Weights& w) {
   return w.owned_f32.back().get();
 }
 
+// Repacks every F16/BF16 matrix the products read (not the token embedding, which is read by
+// rows) into panels (cpu::pack_panels), owned by w; `f`, when given, releases the file's pages
+// of each packed tensor. A tied LM head gets its own packed copy.
+void pack_16bit(CpuBackend::Weights& w, const GgufFile* f, cpu::ThreadPool* pool) {
+  auto pack = [&](WeightView& v) {
+    if (v.panels || (v.type != DType::f16 && v.type != DType::bf16)) return;
+    const size_t n = cpu::panel_bytes(v.n_out, v.n_in) / sizeof(uint16_t);
+    w.owned_16.emplace_back(new uint16_t[n]);
+    cpu::pack_panels(v.data, v.type, v.n_out, v.n_in, w.owned_16.back().get(), pool);
+    if (f && v.data != w.tok_embd.data) f->release_pages(v.data, v.bytes());
+    v.data = w.owned_16.back().get();
+    v.panels = true;
+  };
+  for (CpuBackend::Weights::Layer& l : w.layers) {
+    for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*v);
+  }
+  pack(w.output);
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const GgufFile& f, const ModelConfig& c, const BackendShape& s) {
@@ -331,7 +352,10 @@ std::unique_ptr<Backend> make_cpu_backend(const GgufFile& f, const ModelConfig& 
     throw ModelError(std::string(e.what()));
   }
   w.bytes = bytes;
-  return std::make_unique<CpuBackend>(c, s, std::move(w));
+  BackendShape sp = s;
+  if (!sp.pool) sp.pool = std::make_shared<cpu::ThreadPool>(s.n_threads);
+  pack_16bit(w, &f, sp.pool.get());
+  return std::make_unique<CpuBackend>(c, sp, std::move(w));
 }
 
 std::unique_ptr<Backend> make_cpu_backend_random(const ModelConfig& c, const BackendShape& s, uint64_t seed) {
@@ -372,7 +396,21 @@ std::unique_ptr<Backend> make_cpu_backend_random(const ModelConfig& c, const Bac
     l.w_down = mat(sh.w_down);
     w.layers.push_back(l);
   }
-  return std::make_unique<CpuBackend>(c, s, std::move(w));
+  BackendShape sp = s;
+  if (!sp.pool) sp.pool = std::make_shared<cpu::ThreadPool>(s.n_threads);
+  pack_16bit(w, nullptr, sp.pool.get());
+  // The row-major copies the panels replaced (the embedding's stays: it is read by rows).
+  const void* keep = w.tok_embd.data;
+  std::erase_if(w.owned_16, [&](const std::unique_ptr<uint16_t[]>& b) {
+    if (b.get() == keep) return false;
+    for (const CpuBackend::Weights::Layer& l : w.layers) {
+      for (const WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+        if (v->data == b.get()) return false;
+      }
+    }
+    return b.get() != w.output.data;
+  });
+  return std::make_unique<CpuBackend>(c, sp, std::move(w));
 }
 
 }  // namespace specchat

@@ -1,8 +1,11 @@
 // CpuBackend: the decoder forward (llama, qwen2, qwen3: architecture.h) on the CPU, with the
-// weights kept in their file type. Matrices of every type (F32, F16, BF16 and the block types
-// Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) are typed views into the GGUF mapping (nothing is expanded at
-// load; the pages are read by the kernels and shared with the page cache), so the weight bytes
-// held equal the file's tensor bytes. The reference forward: the CUDA backend and every CUDA op
+// weights kept in their file type. Matrices of F32 and the block types (Q8_0, Q4_0, Q4_K, Q5_K,
+// Q6_K) are typed views into the GGUF mapping (the pages are read by the kernels and shared with
+// the page cache). F16 and BF16 matrices are repacked once at load into panels of 16 output rows
+// (cpu::pack_panels: same values, same bytes up to padding), whose product runs at the FMA peak
+// for verification batches, and the file's pages of those tensors are released
+// (GgufFile::release_pages); the token embedding stays in place. So the weight bytes held
+// still equal the file's tensor bytes (plus a packed LM head when it is tied to the embedding). The reference forward: the CUDA backend and every CUDA op
 // are checked against it.
 #pragma once
 
@@ -18,11 +21,13 @@
 namespace specchat {
 
 // A weight matrix [n_out, n_in] row-major (PyTorch layout; GGUF ne = {n_in, n_out}) in `type`.
-// `data` points into the model file's mapping or into CpuBackend::Weights::owned.
+// `data` points into the model file's mapping or into CpuBackend::Weights::owned; with `panels`
+// (f16/bf16 only) it is the matrix repacked by cpu::pack_panels (kernels/cpu/linear_panels.h).
 struct WeightView {
   const void* data = nullptr;
   DType type = DType::f32;
   int n_out = 0, n_in = 0;
+  bool panels = false;
   size_t bytes() const { return static_cast<size_t>(n_out) * static_cast<size_t>(dtype_row_bytes(type, static_cast<uint64_t>(n_in))); }
 };
 

@@ -288,6 +288,16 @@ GgufFile GgufFile::open(const std::string& path) {
   return f;
 }
 
+void GgufFile::release_pages(const void* p, size_t n) const {
+  if (!map_ || !map_->addr || n == 0) return;
+  const auto lo = reinterpret_cast<uintptr_t>(map_->addr), hi = lo + map_->len;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (a < lo || a > hi || n > hi - a) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (a + page - 1) / page * page, last = (a + n) / page * page;
+  if (first < last) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 GgufFile GgufFile::from_bytes(std::vector<uint8_t> bytes, const std::string& label) {
   GgufFile f;
   f.path_ = label;

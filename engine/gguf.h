@@ -129,6 +129,13 @@ class GgufFile {
   const GgufTensorInfo& require_tensor(const std::string& name,
                                        const std::vector<uint64_t>& ne = {}) const;
 
+  // Lets the OS drop the resident pages wholly inside [p, p + n) (bytes of this file's mapping,
+  // e.g. a tensor the caller has copied into another layout): madvise(MADV_DONTNEED) on the
+  // read-only private mapping, so a later read faults them in again from the file, unchanged.
+  // Only residency changes (the process's RSS), never content. Does nothing for from_bytes
+  // files or a range outside the mapping.
+  void release_pages(const void* p, size_t n) const;
+
  private:
   GgufFile() = default;
   void parse();

@@ -15,6 +15,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequant_simd.h"
+#include "kernels/cpu/linear_panels.h"
 #include "kernels/cpu/linear_q8.h"
 #include "kernels/cpu/linear_tiling.h"
 #include "kernels/cpu/ops.h"
@@ -364,6 +365,20 @@ void linear(const float* x, const void* w, DType w_type, float* y, int n_tokens,
 }
 
 void linear_multi(std::span<const LinearJob> jobs, ThreadPool* pool) {
+  // Panel-packed jobs (linear_panels.h): one region over all their panels, in job order.
+  bool any_panels = false, all_panels = true;
+  for (const LinearJob& jb : jobs) {
+    any_panels = any_panels || jb.panels;
+    all_panels = all_panels && jb.panels;
+  }
+  if (any_panels && !all_panels) {
+    for (const LinearJob& jb : jobs) linear_multi(std::span<const LinearJob>(&jb, 1), pool);
+    return;
+  }
+  if (all_panels && !jobs.empty()) {
+    linear_multi_panels(jobs, pool);
+    return;
+  }
   for (const LinearJob& jb : jobs) {
     if (dtype_is_block(jb.w_type) && jb.n_in % dtype_block_size(jb.w_type) != 0) {
       throw std::invalid_argument(std::string("linear: rows of ") + std::to_string(jb.n_in) + " " +

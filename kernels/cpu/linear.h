@@ -72,10 +72,12 @@ struct LinearJob {
   float* y;
   int n_tokens, n_in, n_out;
   Activations act = Activations::q8;
+  bool panels = false;  // w is packed by pack_panels (linear_panels.h; w_type f16 or bf16)
 };
 
 // Several independent products in ONE pool region (e.g. the Q, K and V projections, or gate and
-// up), so a forward synchronises the pool fewer times. Each output is what linear() gives.
+// up), so a forward synchronises the pool fewer times. Each output is what linear() gives (or
+// linear_panels(), for a job with `panels`).
 void linear_multi(std::span<const LinearJob> jobs, ThreadPool* pool = nullptr);
 
 // Test oracle of the f32 path (and of the CUDA kernels): widens W exactly (block types:

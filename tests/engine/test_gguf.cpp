@@ -516,3 +516,26 @@ TEST_CASE("gguf: the bundled target model parses", "[model]") {
   CHECK(starts_with(o.message, cut + ": tensor '"));
   CHECK(contains(o.message, "actual " + std::to_string(f.file_size() * 9 / 10) + " bytes"));
 }
+
+TEST_CASE("gguf: release_pages changes residency only, never the bytes read back", "[model]") {
+  const std::string path = test::target_model();
+  INFO("bundled model missing: " << path << " (it is part of the repository: resources/models)");
+  REQUIRE(fs::exists(path));
+  const GgufFile f = GgufFile::open(path);
+  std::vector<std::vector<uint8_t>> before;
+  for (const auto& t : f.tensors()) before.emplace_back(t.data, t.data + t.n_bytes);
+  for (const auto& t : f.tensors()) f.release_pages(t.data, t.n_bytes);
+  f.release_pages(f.tensors().front().data, 0);                         // empty: nothing
+  f.release_pages(before.front().data(), before.front().size());        // outside the mapping: nothing
+  for (size_t i = 0; i < f.tensors().size(); ++i) {
+    const auto& t = f.tensors()[i];
+    INFO(t.name);
+    CHECK(std::equal(before[i].begin(), before[i].end(), t.data));
+  }
+  // A file held in memory (from_bytes) keeps its bytes too: nothing is released.
+  const GgufFile m = GgufFile::from_bytes(GgufBuilder::from_file(f).build(), "copy");
+  const auto& t0 = m.tensors().front();
+  const std::vector<uint8_t> copy(t0.data, t0.data + t0.n_bytes);
+  m.release_pages(t0.data, t0.n_bytes);
+  CHECK(std::equal(copy.begin(), copy.end(), t0.data));
+}
