@@ -10,8 +10,6 @@
 #include "app/cli/data_files.h"
 #include "engine/model_pair.h"
 #include "engine/runtime/engine.h"
-#include "engine/op_profile.h"
-#include "engine/model.h"
 
 namespace specchat::cli {
 
@@ -20,7 +18,6 @@ using nlohmann::json;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-OpProfile* g_prof = nullptr; LlamaModel* g_model = nullptr; double g_step_s = 0; long g_steps = 0, g_rows = 0;
 
 struct Tally {
   long tokens = 0;
@@ -47,7 +44,7 @@ std::vector<GenerationResult> run_queue(Engine& e, const std::vector<GenerateReq
       prefill_s += std::chrono::duration<double>(Clock::now() - p0).count();
       ++next;
     }
-    { if (g_prof) g_model->set_profile(g_prof); const auto s0 = Clock::now(); e.step(); if (g_prof) g_model->set_profile(nullptr); g_step_s += std::chrono::duration<double>(Clock::now() - s0).count(); ++g_steps; g_rows += active.size(); }
+    e.step();
     for (size_t i = 0; i < active.size();) {
       if (e.finished(active[i].first)) {
         out[active[i].second] = e.take(active[i].first);
@@ -99,16 +96,8 @@ int cmd_bench_concurrency(BenchOptions& o) {
     // The queue with N active, then with 1 active, then N again and 1 again (interleaved, so
     // machine noise hits both alike).
     for (int round = 0; round < 2; ++round) {
-      OpProfile prof; name_profile_ops(prof, pair.target->config());
-      g_prof = &prof; g_model = pair.target.get(); g_step_s = 0; g_steps = 0; g_rows = 0;
       const auto together = run_queue(e, reqs, n_conc, many);
-      std::fprintf(stderr, "\nN: steps %ld rows %ld step ms %.1f fwd ms %.1f\n", g_steps, g_rows, g_step_s*1e3, prof.total_ms());
-      for (auto& en : prof.ops) if (en.calls) std::fprintf(stderr, "  %-40s %8.2f %ld\n", en.name.c_str(), en.ms, en.calls);
-      prof.clear(); g_step_s = 0; g_steps = 0; g_rows = 0;
       const auto alone = run_queue(e, reqs, 1, one);
-      std::fprintf(stderr, "1: steps %ld rows %ld step ms %.1f fwd ms %.1f\n", g_steps, g_rows, g_step_s*1e3, prof.total_ms());
-      for (auto& en : prof.ops) if (en.calls) std::fprintf(stderr, "  %-40s %8.2f %ld\n", en.name.c_str(), en.ms, en.calls);
-      g_prof = nullptr;
       for (size_t i = 0; i < reqs.size(); ++i) {
         const bool same = alone[i].tokens == together[i].tokens;
         ++many.runs;
