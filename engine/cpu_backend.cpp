@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
+
+#include <sys/mman.h>
 
 #include "engine/backend_weights.h"
 #include "engine/gguf.h"
@@ -277,22 +280,34 @@ const float* view_norm(const GgufTensorInfo& t, CpuBackend::Weights& w) {
 }
 
 // Repacks every F16/BF16 matrix the products read (not the token embedding, which is read by
-// rows) into panels (cpu::pack_panels), owned by w; `f`, when given, releases the file's pages
-// of each packed tensor. A tied LM head gets its own packed copy.
+// rows) into panels (cpu::pack_panels) in one arena, w.packed; `f`, when given, releases the
+// file's pages of each packed tensor. A tied LM head gets its own packed copy.
 void pack_16bit(CpuBackend::Weights& w, const GgufFile* f, cpu::ThreadPool* pool) {
-  auto pack = [&](WeightView& v) {
-    if (v.panels || (v.type != DType::f16 && v.type != DType::bf16)) return;
-    const size_t n = cpu::panel_bytes(v.n_out, v.n_in) / sizeof(uint16_t);
-    w.owned_16.emplace_back(new uint16_t[n]);
-    cpu::pack_panels(v.data, v.type, v.n_out, v.n_in, w.owned_16.back().get(), pool);
-    if (f && v.data != w.tok_embd.data) f->release_pages(v.data, v.bytes());
-    v.data = w.owned_16.back().get();
-    v.panels = true;
-  };
+  std::vector<WeightView*> views;
   for (CpuBackend::Weights::Layer& l : w.layers) {
-    for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*v);
+    for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) views.push_back(v);
   }
-  pack(w.output);
+  views.push_back(&w.output);
+  std::erase_if(views, [](const WeightView* v) { return v->panels || (v->type != DType::f16 && v->type != DType::bf16); });
+  if (views.empty()) return;
+  constexpr size_t kAlign = 64, kHuge = size_t{2} << 20;
+  size_t total = 0;
+  for (const WeightView* v : views) total += (cpu::panel_bytes(v->n_out, v->n_in) + kAlign - 1) / kAlign * kAlign;
+  // Over-allocated by one huge page so the arena can start on a 2 MiB boundary.
+  const size_t len = (total + kHuge - 1) / kHuge * kHuge + kHuge;
+  void* map = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) throw std::bad_alloc();
+  w.packed = std::shared_ptr<void>(map, [len](void* p) { munmap(p, len); });
+  const uintptr_t base = (reinterpret_cast<uintptr_t>(map) + kHuge - 1) / kHuge * kHuge;
+  madvise(reinterpret_cast<void*>(base), len - (base - reinterpret_cast<uintptr_t>(map)), MADV_HUGEPAGE);
+  auto* out = reinterpret_cast<uint8_t*>(base);
+  for (WeightView* v : views) {
+    cpu::pack_panels(v->data, v->type, v->n_out, v->n_in, out, pool);
+    if (f && v->data != w.tok_embd.data) f->release_pages(v->data, v->bytes());
+    v->data = out;
+    v->panels = true;
+    out += (cpu::panel_bytes(v->n_out, v->n_in) + kAlign - 1) / kAlign * kAlign;
+  }
 }
 
 }  // namespace
@@ -400,16 +415,7 @@ std::unique_ptr<Backend> make_cpu_backend_random(const ModelConfig& c, const Bac
   if (!sp.pool) sp.pool = std::make_shared<cpu::ThreadPool>(s.n_threads);
   pack_16bit(w, nullptr, sp.pool.get());
   // The row-major copies the panels replaced (the embedding's stays: it is read by rows).
-  const void* keep = w.tok_embd.data;
-  std::erase_if(w.owned_16, [&](const std::unique_ptr<uint16_t[]>& b) {
-    if (b.get() == keep) return false;
-    for (const CpuBackend::Weights::Layer& l : w.layers) {
-      for (const WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-        if (v->data == b.get()) return false;
-      }
-    }
-    return b.get() != w.output.data;
-  });
+  std::erase_if(w.owned_16, [&](const std::unique_ptr<uint16_t[]>& b) { return b.get() != w.tok_embd.data; });
   return std::make_unique<CpuBackend>(c, sp, std::move(w));
 }
 

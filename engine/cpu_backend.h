@@ -58,6 +58,9 @@ class CpuBackend final : public Backend {
     // aligned; the views above point into it or into the file mapping.
     std::vector<std::unique_ptr<float[]>> owned_f32;
     std::vector<std::unique_ptr<uint16_t[]>> owned_16;
+    // The panel-packed matrices (views with `panels`), in one anonymous mapping with huge pages
+    // asked for (madvise), so packing a large model does not take a page fault per 4 KiB.
+    std::shared_ptr<void> packed;
     size_t bytes = 0;                    // every distinct tensor, as held
   };
 
