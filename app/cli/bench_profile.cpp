@@ -71,6 +71,20 @@ json print_mode(const ModeProfile& m) {
   line("target: forward glue (outside the ops)", std::max(0.0, s.verify_ms - ops), 0);
   if (m.draft.forwards > 0 || s.draft_ms > 0) {
     line("draft model forwards (" + std::to_string(m.draft.forwards) + ", all ops)", m.draft.total_ms(), 0);
+    // Their split, indented: a part of the line above (kept out of "ops", whose shares sum to 1).
+    std::vector<const OpProfile::Entry*> drows;
+    for (const OpProfile::Entry& e : m.draft.ops) {
+      if (e.calls > 0) drows.push_back(&e);
+    }
+    std::sort(drows.begin(), drows.end(), [](const auto* a, const auto* b) { return a->ms > b->ms; });
+    json jd = json::array();
+    for (const auto* e : drows) {
+      std::printf("    %-44s %10.2f %6.1f%% %8ld %10.2f\n", ("draft: " + e->name).c_str(), e->ms,
+                  total > 0 ? 100.0 * e->ms / total : 0.0, e->calls, 1000.0 * e->ms / e->calls);
+      jd.push_back({{"op", "draft: " + e->name}, {"ms", e->ms}, {"share", total > 0 ? e->ms / total : 0.0},
+                    {"calls", e->calls}});
+    }
+    j["draft_ops"] = jd;
     line("drafting: tree building and draft sampling", std::max(0.0, s.draft_ms - m.draft.total_ms()), 0);
   }
   line("sampling and acceptance", s.sample_ms, 0);

@@ -168,8 +168,11 @@ void linear_multi_panels(std::span<const LinearJob> jobs, ThreadPool* pool) {
       if (base >= g1) break;
     }
   };
-  // As linear_multi: below ~64k multiply-adds a region's wake-up costs more than it saves.
-  if (!pool || pool->n_threads() <= 1 || work < (int64_t{1} << 16)) {
+  // Below 256k multiply-adds a region's wake-up costs more than it saves (the row-major kernel's
+  // limit of 64k was measured for its slower inner loop): `bench --profile`, the draft's one-row
+  // gate/up (128 -> 384 x 2) 7.4 -> 3.4 us, the target's O (320 -> 320) 5.8 -> 4.0 us; at 1M the
+  // target's one-row gate/up ran serially, 17 -> 28 us.
+  if (!pool || pool->n_threads() <= 1 || work < (int64_t{1} << 18)) {
     run(0, total);
     return;
   }

@@ -52,6 +52,21 @@ TEST_CASE("bench --profile: per-operation times of decode and verification add u
   CHECK(decode["target_rows"].get<long>() == decode["target_forwards"].get<long>());  // 1 row per step
   CHECK(verify["target_rows"].get<long>() == 4 * verify["target_forwards"].get<long>());  // 1 + k=3 rows
   CHECK(verify["drafted"].get<long>() > 0);
+  // The draft model's forwards split by operation, apart from "ops": together they are its line.
+  REQUIRE(verify.contains("draft_ops"));
+  double draft_ms = 0;
+  bool head = false;
+  for (const auto& op : verify["draft_ops"]) {
+    draft_ms += op["ms"].get<double>();
+    head = head || op["op"].get<std::string>().rfind("draft: matmul LM head", 0) == 0;
+  }
+  CHECK(head);
+  double line_ms = -1;
+  for (const auto& op : verify["ops"]) {
+    if (op["op"].get<std::string>().rfind("draft model forwards", 0) == 0) line_ms = op["ms"].get<double>();
+  }
+  CHECK(draft_ms == Approx(line_ms).margin(1e-6));
+  CHECK((!decode.contains("draft_ops") || decode["draft_ops"].empty()));  // no draft forward in plain decoding
 }
 
 TEST_CASE("bench --profile: a bad prompts file is named in the error, and combinations that would be ignored are refused",
