@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "tests/kernels/cpu/block_weights.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_panels.h"
@@ -23,11 +24,8 @@ struct Packed {
   std::vector<uint16_t> rows, panels;
 };
 Packed make_packed(DType t, int n_out, int n_in, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const float a = 1.0f / std::sqrt(static_cast<float>(n_in));
-  std::vector<float> f(static_cast<size_t>(n_out) * n_in);
-  for (float& v : f) v = a * u(g);
+  const std::vector<float> f =
+      test::uniform(static_cast<size_t>(n_out) * static_cast<size_t>(n_in), 1.0f / std::sqrt(static_cast<float>(n_in)), seed);
   Packed p;
   p.rows.resize(f.size());
   cpu::convert_from_f32(f.data(), p.rows.data(), t, static_cast<int64_t>(f.size()));
@@ -36,12 +34,9 @@ Packed make_packed(DType t, int n_out, int n_in, uint32_t seed) {
   return p;
 }
 
+// x [n, n_in] uniform in ±1.
 std::vector<float> make_x(int n, int n_in, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n) * n_in);
-  for (float& v : x) v = u(g);
-  return x;
+  return test::uniform(static_cast<size_t>(n) * static_cast<size_t>(n_in), 1.0f, seed);
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
