@@ -60,6 +60,9 @@ struct MemoryInfo {
   // integer path on block-type weights, cpu::Activations::q8).
   bool q8_activations = false;
   size_t activation_bytes = 0;  // scratch sized for max_batch (incl. mask and logits buffers)
+  // CPU: bytes of 16-bit matrices repacked into panels at load (private memory, not shared with
+  // the page cache; 0 when SPECCHAT_CPU_PACK=0 or the panels would not fit in memory).
+  size_t packed_bytes = 0;
   size_t device_used_bytes = 0;   // cudaMemGetInfo total − free (whole device, all processes)
   size_t device_total_bytes = 0;  // cudaMemGetInfo total
   bool on_device = false;

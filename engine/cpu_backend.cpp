@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
-#include <new>
+#include <fstream>
+#include <string>
 
 #include <sys/mman.h>
 
@@ -70,6 +72,7 @@ MemoryInfo CpuBackend::memory() const {
     }
   }
   m.q8_activations = blocks && act_ == cpu::Activations::q8;
+  m.packed_bytes = w_.packed_bytes;
   return m;
 }
 
@@ -279,6 +282,21 @@ const float* view_norm(const GgufTensorInfo& t, CpuBackend::Weights& w) {
   return w.owned_f32.back().get();
 }
 
+// SPECCHAT_CPU_PACK=0 turns packing off (cpu_backend.h).
+bool packing_enabled() {
+  const char* e = std::getenv("SPECCHAT_CPU_PACK");
+  return !(e && std::string(e) == "0");
+}
+
+// MemAvailable of /proc/meminfo in bytes, 0 when unknown.
+size_t memory_available() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("MemAvailable:", 0) == 0) return std::strtoull(line.c_str() + 13, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
 // Repacks every F16/BF16 matrix the products read (not the token embedding, which is read by
 // rows) into panels (cpu::pack_panels) in one arena, w.packed; `f`, when given, releases the
 // file's pages of each packed tensor. A tied LM head gets its own packed copy.
@@ -289,14 +307,19 @@ void pack_16bit(CpuBackend::Weights& w, const GgufFile* f, cpu::ThreadPool* pool
   }
   views.push_back(&w.output);
   std::erase_if(views, [](const WeightView* v) { return v->panels || (v->type != DType::f16 && v->type != DType::bf16); });
-  if (views.empty()) return;
+  if (views.empty() || !packing_enabled()) return;
   constexpr size_t kAlign = 64, kHuge = size_t{2} << 20;
   size_t total = 0;
   for (const WeightView* v : views) total += (cpu::panel_bytes(v->n_out, v->n_in) + kAlign - 1) / kAlign * kAlign;
+  // The panels are private memory on top of the page cache the mapping shares: a model near the
+  // memory size keeps its matrices in the mapping (row-major kernels) instead of failing.
+  const size_t avail = memory_available();
+  if (avail > 0 && total > avail / 4 * 3) return;
   // Over-allocated by one huge page so the arena can start on a 2 MiB boundary.
   const size_t len = (total + kHuge - 1) / kHuge * kHuge + kHuge;
   void* map = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) throw std::bad_alloc();
+  if (map == MAP_FAILED) return;  // e.g. an address-space limit: the mapping still serves
+  w.packed_bytes = total;
   w.packed = std::shared_ptr<void>(map, [len](void* p) { munmap(p, len); });
   const uintptr_t base = (reinterpret_cast<uintptr_t>(map) + kHuge - 1) / kHuge * kHuge;
   madvise(reinterpret_cast<void*>(base), len - (base - reinterpret_cast<uintptr_t>(map)), MADV_HUGEPAGE);

@@ -5,7 +5,11 @@
 // (cpu::pack_panels: same values, same bytes up to padding), whose product runs at the FMA peak
 // for verification batches, and the file's pages of those tensors are released
 // (GgufFile::release_pages); the token embedding stays in place. So the weight bytes held
-// still equal the file's tensor bytes (plus a packed LM head when it is tied to the embedding). The reference forward: the CUDA backend and every CUDA op
+// still equal the file's tensor bytes (plus a packed LM head when it is tied to the embedding),
+// but as private memory: two processes on one file, or one file loaded as target and draft,
+// hold the panels twice. SPECCHAT_CPU_PACK=0 in the environment keeps every matrix in the
+// mapping (shared page cache, the row-major kernels), and so does a load whose panels would not
+// fit in 3/4 of the memory available (MemAvailable) or whose arena cannot be mapped. The reference forward: the CUDA backend and every CUDA op
 // are checked against it.
 #pragma once
 
@@ -61,6 +65,7 @@ class CpuBackend final : public Backend {
     // The panel-packed matrices (views with `panels`), in one anonymous mapping with huge pages
     // asked for (madvise), so packing a large model does not take a page fault per 4 KiB.
     std::shared_ptr<void> packed;
+    size_t packed_bytes = 0;             // the arena's panels (MemoryInfo::packed_bytes)
     size_t bytes = 0;                    // every distinct tensor, as held
   };
 

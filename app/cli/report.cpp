@@ -84,6 +84,7 @@ nlohmann::json model_memory_json(const LlamaModel& m) {
           {"kv_type", dtype_name(mi.kv_type)},
           {"q8_activations", mi.q8_activations},
           {"activation_bytes", mi.activation_bytes},
+          {"packed_bytes", mi.packed_bytes},
           {"device_used_bytes", mi.device_used_bytes},
           {"device_total_bytes", mi.device_total_bytes}};
 }

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -227,4 +228,28 @@ TEST_CASE("specchat-cli --json reports memory per component", "[model][backend][
   CHECK(m.at("device_used_bytes").get<double>() == 0);
   REQUIRE(m.contains("draft"));
   CHECK(m.at("draft").at("weights_bytes").get<double>() > 0);
+}
+
+TEST_CASE("16-bit matrices are packed in panels by default and SPECCHAT_CPU_PACK=0 keeps them in the file mapping",
+          "[model][backend][cli]") {
+  // The panels are private memory: a user running several processes on one file, or a model
+  // near the memory size, keeps the shared mapping (and the row-major kernels) instead.
+  const std::vector<std::string> args = {"generate", "--json", "-n", "8", "--ctx", "128", "--draft", "none",
+                                         "--prompt", "Once upon a time"};
+  const test::CliResult packed = test::run_cli(args);
+  INFO(packed.describe());
+  REQUIRE(packed.exit_code == 0);
+  REQUIRE(packed.json_ok);
+  // The bundled target is F16: its 25 product matrices (6 layers x 7, the LM head) fill the panels.
+  CHECK(packed.json.at("memory").at("packed_bytes").get<double>() > 1e6);
+  ::setenv("SPECCHAT_CPU_PACK", "0", 1);
+  const test::CliResult mapped = test::run_cli(args);
+  ::unsetenv("SPECCHAT_CPU_PACK");
+  INFO(mapped.describe());
+  REQUIRE(mapped.exit_code == 0);
+  REQUIRE(mapped.json_ok);
+  CHECK(mapped.json.at("memory").at("packed_bytes").get<double>() == 0);
+  CHECK(mapped.json.at("memory").at("weights_bytes") == packed.json.at("memory").at("weights_bytes"));
+  // Another summation order moves logits by ~1e-6 relative: the greedy text stays the same here.
+  CHECK(mapped.json.at("text") == packed.json.at("text"));
 }
