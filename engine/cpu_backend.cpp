@@ -437,8 +437,11 @@ std::unique_ptr<Backend> make_cpu_backend_random(const ModelConfig& c, const Bac
   BackendShape sp = s;
   if (!sp.pool) sp.pool = std::make_shared<cpu::ThreadPool>(s.n_threads);
   pack_16bit(w, nullptr, sp.pool.get());
-  // The row-major copies the panels replaced (the embedding's stays: it is read by rows).
-  std::erase_if(w.owned_16, [&](const std::unique_ptr<uint16_t[]>& b) { return b.get() != w.tok_embd.data; });
+  // The row-major copies the panels replaced (the embedding's stays: it is read by rows). Only
+  // when they were packed: packing off (or skipped) leaves the views on these buffers.
+  if (w.packed) {
+    std::erase_if(w.owned_16, [&](const std::unique_ptr<uint16_t[]>& b) { return b.get() != w.tok_embd.data; });
+  }
   return std::make_unique<CpuBackend>(c, sp, std::move(w));
 }
 

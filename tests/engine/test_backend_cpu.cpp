@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
@@ -252,4 +253,35 @@ TEST_CASE("16-bit matrices are packed in panels by default and SPECCHAT_CPU_PACK
   CHECK(mapped.json.at("memory").at("weights_bytes") == packed.json.at("memory").at("weights_bytes"));
   // Another summation order moves logits by ~1e-6 relative: the greedy text stays the same here.
   CHECK(mapped.json.at("text") == packed.json.at("text"));
+}
+
+TEST_CASE("a random model keeps its row-major weights alive when packing is off", "[unit][backend]") {
+  // Regression: make_cpu_backend_random freed the row-major F16 buffers after packing even when
+  // packing had been skipped (SPECCHAT_CPU_PACK=0), leaving the views dangling.
+  LlamaModel::Options o;
+  o.max_batch = 8;
+  auto packed = LlamaModel::random(small_config(), o, 7);
+  ::setenv("SPECCHAT_CPU_PACK", "0", 1);
+  auto mapped = LlamaModel::random(small_config(), o, 7);
+  ::unsetenv("SPECCHAT_CPU_PACK");
+  // Freed blocks of the matrices' sizes (elements: Q/O 48x48, K/V 24x48, FFN 70x48, head
+  // 97x48) come back to the next allocations of those sizes: fill them with F16 NaNs, so a
+  // dangling view would show as non-finite logits.
+  std::vector<std::unique_ptr<uint16_t[]>> scribble;
+  for (size_t n : {2304u, 1152u, 3360u, 4656u}) {
+    for (int i = 0; i < 16; ++i) {
+      scribble.emplace_back(new uint16_t[n]);
+      std::fill_n(scribble.back().get(), n, uint16_t{0xFFFF});
+    }
+  }
+  CHECK(packed->memory().packed_bytes > 0);
+  CHECK(mapped->memory().packed_bytes == 0);
+  const std::vector<int32_t> ids = {1, 50, 7, 96, 33};
+  const auto lp = packed->forward(Batch::chain(ids, 0, true));
+  const std::vector<float> vp(lp.begin(), lp.end());
+  const auto lm = mapped->forward(Batch::chain(ids, 0, true));
+  for (float x : lm) REQUIRE(std::isfinite(x));
+  // Two kernels, two summation orders of the same F16 weights: within f32 rounding.
+  CHECK(max_abs_diff(lm, vp) < 1e-4);
+  for (float x : vp) REQUIRE(std::isfinite(x));
 }
