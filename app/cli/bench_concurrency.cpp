@@ -23,7 +23,10 @@ struct Tally {
   long tokens = 0;
   double decode_s = 0;  // wall time of the decode steps (prefill excluded)
   long identical = 0, runs = 0;
+  long steps = 0, seq_steps = 0;  // engine steps, and the active sequences summed over them
   double tps() const { return decode_s > 0 ? tokens / decode_s : 0; }
+  // Sequences per step on average: below N while the queue's last requests finish alone.
+  double occupancy() const { return steps > 0 ? static_cast<double>(seq_steps) / steps : 0; }
 };
 
 // Decodes `reqs` with at most `max_active` sequences at once: continuous batching, a finished
@@ -44,6 +47,8 @@ std::vector<GenerationResult> run_queue(Engine& e, const std::vector<GenerateReq
       prefill_s += std::chrono::duration<double>(Clock::now() - p0).count();
       ++next;
     }
+    ++t.steps;
+    t.seq_steps += static_cast<long>(active.size());
     e.step();
     for (size_t i = 0; i < active.size();) {
       if (e.finished(active[i].first)) {
@@ -88,7 +93,8 @@ int cmd_bench_concurrency(BenchOptions& o) {
   for (int k : o.chain_ks) ks.push_back(k);
   json rows = json::array();
   bool all_identical = true;
-  std::printf("%-12s %12s %12s %8s %9s\n", "config", "1 seq tok/s", "N seq tok/s", "ratio", "identical");
+  std::printf("%-12s %12s %12s %8s %9s %10s\n", "config", "1 seq tok/s", "N seq tok/s", "ratio", "identical",
+              "seqs/step");
   for (int k : ks) {
     Tally one, many;
     std::vector<GenerateRequest> reqs;
@@ -109,11 +115,12 @@ int cmd_bench_concurrency(BenchOptions& o) {
     std::fprintf(stderr, "\n");
     const std::string name = k == 0 ? "baseline" : "chain k=" + std::to_string(k);
     const double ratio = one.tps() > 0 ? many.tps() / one.tps() : 0;
-    std::printf("%-12s %12.1f %12.1f %7.2fx %5ld/%ld\n", name.c_str(), one.tps(), many.tps(), ratio, many.identical,
-                many.runs);
+    std::printf("%-12s %12.1f %12.1f %7.2fx %5ld/%ld %10.2f\n", name.c_str(), one.tps(), many.tps(), ratio,
+                many.identical, many.runs, many.occupancy());
     rows.push_back({{"config", name}, {"draft_k", k}, {"concurrency", n_conc}, {"tokens_per_s_1", one.tps()},
                     {"tokens_per_s_n", many.tps()}, {"ratio", ratio}, {"tokens", many.tokens},
-                    {"identical", many.identical}, {"runs", many.runs}});
+                    {"identical", many.identical}, {"runs", many.runs},
+                    {"sequences_per_step", many.occupancy()}});
   }
   if (!o.out.empty()) {
     write_report_json(o.out, json{{"prompts", prompts.size()}, {"n", c.n}, {"concurrency", n_conc}, {"temperature", c.temp},

@@ -152,6 +152,10 @@ void attention_row_head(const AttentionArgs& a, int i, int h, float* s) {
   }
 }
 
+// The AVX2 kernel's largest GQA group (query heads per KV head; multi-query models with up to
+// 128 heads): larger groups take the reference.
+constexpr int kMaxGroup = 128;
+
 #if defined(__x86_64__)
 #define SPECCHAT_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -229,6 +233,47 @@ SPECCHAT_AVX2 void weighted_v(const float* s, float inv, const T* v0, int64_t kv
     for (int c = 0; c < CT; ++c) acc[c] = _mm256_fmadd_ps(p, load8(v + c * 8), acc[c]);
   }
   for (int c = 0; c < CT; ++c) _mm256_storeu_ps(o + c * 8, acc[c]);
+}
+
+// weighted_v for two query heads of one KV head (GQA) or two rows: each V row is loaded once
+// for both, and the 2 · CT accumulators give the core independent FMA chains (one head's CT
+// chains of dependent FMAs left it waiting on latency). Per head, the same operations in the
+// same order as weighted_v, so the same bits; a key is skipped per head where its weight is 0.
+template <int CT, typename T>
+SPECCHAT_AVX2 void weighted_v2(const float* s0, float inv0, const T* va, float* o0, const float* s1, float inv1,
+                               const T* vb, float* o1, int64_t kv_stride, int n_keys) {
+  __m256 a0[CT], a1[CT];
+  for (int c = 0; c < CT; ++c) a0[c] = a1[c] = _mm256_setzero_ps();
+  for (int j = 0; j < n_keys; ++j) {
+    const bool z0 = s0[j] == 0.0f, z1 = s1[j] == 0.0f;
+    const T* ra = va + j * kv_stride;
+    const T* rb = vb + j * kv_stride;
+    if (!z0 && !z1) {
+      const __m256 p0 = _mm256_set1_ps(s0[j] * inv0), p1 = _mm256_set1_ps(s1[j] * inv1);
+      if (ra == rb) {
+        for (int c = 0; c < CT; ++c) {
+          const __m256 x = load8(ra + c * 8);
+          a0[c] = _mm256_fmadd_ps(p0, x, a0[c]);
+          a1[c] = _mm256_fmadd_ps(p1, x, a1[c]);
+        }
+      } else {
+        for (int c = 0; c < CT; ++c) {
+          a0[c] = _mm256_fmadd_ps(p0, load8(ra + c * 8), a0[c]);
+          a1[c] = _mm256_fmadd_ps(p1, load8(rb + c * 8), a1[c]);
+        }
+      }
+    } else if (!z0) {
+      const __m256 p0 = _mm256_set1_ps(s0[j] * inv0);
+      for (int c = 0; c < CT; ++c) a0[c] = _mm256_fmadd_ps(p0, load8(ra + c * 8), a0[c]);
+    } else if (!z1) {
+      const __m256 p1 = _mm256_set1_ps(s1[j] * inv1);
+      for (int c = 0; c < CT; ++c) a1[c] = _mm256_fmadd_ps(p1, load8(rb + c * 8), a1[c]);
+    }
+  }
+  for (int c = 0; c < CT; ++c) {
+    _mm256_storeu_ps(o0 + c * 8, a0[c]);
+    _mm256_storeu_ps(o1 + c * 8, a1[c]);
+  }
 }
 
 // exp_neg for 8 lanes: the same operations, lane by lane.
@@ -311,28 +356,52 @@ SPECCHAT_AVX2 void attention_row_kvhead_t(const AttentionArgs& a, const T* k_cac
       default: scores_gt<4>(qs, k0, a.kv_stride, hd, 0, n_keys, scale, sg, n_keys); break;
     }
   }
+  // 2. Softmax weights as the reference's.
+  float inv[kMaxGroup];
   for (int g = 0; g < group; ++g) {
     float* sg = s + static_cast<int64_t>(g) * n_keys;
     for (int j = a.n_prefix; j < n_keys; ++j) {
       if (!vis[j - a.n_prefix]) sg[j] = neg_inf;
     }
-    // 2. Softmax weights as the reference's.
-    const float inv = softmax_weights(sg, n_keys);
-    // 3. The weighted sum of V rows, up to 8 slices of 8 dimensions per pass over the keys.
+    inv[g] = softmax_weights(sg, n_keys);
+  }
+  // 3. The weighted sums of V rows: two heads per pass over the keys, up to 6 slices of 8
+  // dimensions each (12 accumulators), then a last odd head alone, up to 8 slices per pass.
+  int g = 0;
+  for (; g + 2 <= group; g += 2) {
+    const float* s0 = s + static_cast<int64_t>(g) * n_keys;
+    const float* s1 = s0 + n_keys;
+    float* o0 = a.out + (static_cast<int64_t>(i) * a.n_head + h0 + g) * hd;
+    float* o1 = o0 + hd;
+    for (int c0 = 0; c0 < hd / 8; c0 += 6) {
+      const int ct = std::min(6, hd / 8 - c0);
+      const T* vc = v0 + c0 * 8;
+      switch (ct) {
+        case 1: weighted_v2<1>(s0, inv[g], vc, o0 + c0 * 8, s1, inv[g + 1], vc, o1 + c0 * 8, a.kv_stride, n_keys); break;
+        case 2: weighted_v2<2>(s0, inv[g], vc, o0 + c0 * 8, s1, inv[g + 1], vc, o1 + c0 * 8, a.kv_stride, n_keys); break;
+        case 3: weighted_v2<3>(s0, inv[g], vc, o0 + c0 * 8, s1, inv[g + 1], vc, o1 + c0 * 8, a.kv_stride, n_keys); break;
+        case 4: weighted_v2<4>(s0, inv[g], vc, o0 + c0 * 8, s1, inv[g + 1], vc, o1 + c0 * 8, a.kv_stride, n_keys); break;
+        case 5: weighted_v2<5>(s0, inv[g], vc, o0 + c0 * 8, s1, inv[g + 1], vc, o1 + c0 * 8, a.kv_stride, n_keys); break;
+        default: weighted_v2<6>(s0, inv[g], vc, o0 + c0 * 8, s1, inv[g + 1], vc, o1 + c0 * 8, a.kv_stride, n_keys); break;
+      }
+    }
+  }
+  for (; g < group; ++g) {
+    const float* sg = s + static_cast<int64_t>(g) * n_keys;
     float* o = a.out + (static_cast<int64_t>(i) * a.n_head + h0 + g) * hd;
     for (int c0 = 0; c0 < hd / 8; c0 += 8) {
       const int ct = std::min(8, hd / 8 - c0);
       const T* vc = v0 + c0 * 8;
       float* oc = o + c0 * 8;
       switch (ct) {
-        case 1: weighted_v<1>(sg, inv, vc, a.kv_stride, n_keys, oc); break;
-        case 2: weighted_v<2>(sg, inv, vc, a.kv_stride, n_keys, oc); break;
-        case 3: weighted_v<3>(sg, inv, vc, a.kv_stride, n_keys, oc); break;
-        case 4: weighted_v<4>(sg, inv, vc, a.kv_stride, n_keys, oc); break;
-        case 5: weighted_v<5>(sg, inv, vc, a.kv_stride, n_keys, oc); break;
-        case 6: weighted_v<6>(sg, inv, vc, a.kv_stride, n_keys, oc); break;
-        case 7: weighted_v<7>(sg, inv, vc, a.kv_stride, n_keys, oc); break;
-        default: weighted_v<8>(sg, inv, vc, a.kv_stride, n_keys, oc); break;
+        case 1: weighted_v<1>(sg, inv[g], vc, a.kv_stride, n_keys, oc); break;
+        case 2: weighted_v<2>(sg, inv[g], vc, a.kv_stride, n_keys, oc); break;
+        case 3: weighted_v<3>(sg, inv[g], vc, a.kv_stride, n_keys, oc); break;
+        case 4: weighted_v<4>(sg, inv[g], vc, a.kv_stride, n_keys, oc); break;
+        case 5: weighted_v<5>(sg, inv[g], vc, a.kv_stride, n_keys, oc); break;
+        case 6: weighted_v<6>(sg, inv[g], vc, a.kv_stride, n_keys, oc); break;
+        case 7: weighted_v<7>(sg, inv[g], vc, a.kv_stride, n_keys, oc); break;
+        default: weighted_v<8>(sg, inv[g], vc, a.kv_stride, n_keys, oc); break;
       }
     }
   }
@@ -353,6 +422,7 @@ bool simd_applies(std::span<const AttentionArgs> parts) {
   if (!cpu_has_avx2_fma_f16c()) return false;
   for (const AttentionArgs& a : parts) {
     if (a.head_dim % 8 != 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0) return false;
+    if (a.n_head / a.n_head_kv > kMaxGroup) return false;
   }
   return true;
 #else

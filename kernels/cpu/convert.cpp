@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/ops_simd.h"
 #include "kernels/random_blocks.h"
 #include "kernels/random_hash.h"
 
@@ -20,8 +21,8 @@ float f16_to_f32(uint16_t h) {
     const float v = static_cast<float>(m) * (1.0f / 16777216.0f);
     std::memcpy(&bits, &v, 4);
     bits |= sign;
-  } else if (e == 31) {
-    bits = sign | 0x7f800000u | (m << 13);
+  } else if (e == 31) {  // inf, or a NaN made quiet (as F16C's vcvtph2ps: the same bits)
+    bits = sign | 0x7f800000u | (m << 13) | (m != 0 ? 0x400000u : 0u);
   } else {
     bits = sign | ((e + 112u) << 23) | (m << 13);
   }
@@ -83,7 +84,15 @@ void convert_from_f32(const float* src, void* dst, DType dtype, int64_t n) {
     return;
   }
   auto* d = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) d[i] = dtype == DType::f16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
+  if (dtype == DType::f16) {  // F16C where present: the same bits (kernels/cpu/ops_simd.h)
+    if (simd::avx2_available()) {
+      simd::f32_to_f16_avx2(src, d, n);
+    } else {
+      simd::f32_to_f16_generic(src, d, n);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
 }
 
 void convert_to_f32(const void* src, DType dtype, float* dst, int64_t n) {
@@ -93,7 +102,15 @@ void convert_to_f32(const void* src, DType dtype, float* dst, int64_t n) {
     return;
   }
   const auto* s = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = dtype == DType::f16 ? f16_to_f32(s[i]) : bf16_to_f32(s[i]);
+  if (dtype == DType::f16) {
+    if (simd::avx2_available()) {
+      simd::f16_to_f32_avx2(s, dst, n);
+    } else {
+      simd::f16_to_f32_generic(s, dst, n);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
 }
 
 float random_value(uint64_t seed, int64_t i, float a) {

@@ -8,7 +8,8 @@
 
 namespace specchat::cpu {
 
-// IEEE binary16 bits -> f32 (exact, subnormals, inf and NaN included).
+// IEEE binary16 bits -> f32 (exact for numbers, subnormals and inf; a NaN keeps its sign and payload
+// and is made quiet, as F16C does).
 float f16_to_f32(uint16_t h);
 // f32 -> binary16 bits, round to nearest even; overflow -> inf, NaN stays NaN (quiet).
 uint16_t f32_to_f16(float f);

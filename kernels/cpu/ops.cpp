@@ -1,4 +1,5 @@
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/ops_simd.h"
 #include "kernels/cpu/vec_exp.h"
 
 #if SPECCHAT_HAVE_BLAS
@@ -131,23 +132,11 @@ void matmul(const float* x, const float* w, float* y, int n_tokens, int n_in, in
 }
 
 void rmsnorm(const float* x, const float* weight, float* out, int n_tokens, int d, float eps) {
-  for (int t = 0; t < n_tokens; ++t) {
-    const float* xr = x + static_cast<int64_t>(t) * d;
-    float* o = out + static_cast<int64_t>(t) * d;
-    // Sixteen partial sums in double (sum j takes the columns ≡ j mod 16), added pairwise in a
-    // fixed order: the same bits on every ISA and at every batch size. One chain of d dependent
-    // additions made this op 2.2 µs per call for 8 rows of 320 (bench --profile, 2026-12-05).
-    double acc[16] = {};
-    int i = 0;
-    for (; i + 16 <= d; i += 16) {
-      for (int j = 0; j < 16; ++j) acc[j] += static_cast<double>(xr[i + j]) * xr[i + j];
-    }
-    for (int j = 0; i + j < d; ++j) acc[j] += static_cast<double>(xr[i + j]) * xr[i + j];
-    for (int w = 8; w > 0; w /= 2) {
-      for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-    }
-    const float scale = static_cast<float>(1.0 / std::sqrt(acc[0] / d + eps));
-    for (int k = 0; k < d; ++k) o[k] = xr[k] * scale * weight[k];
+  // The AVX2 copy gives the twin's bits (kernels/cpu/ops_simd.h).
+  if (simd::avx2_available()) {
+    simd::rmsnorm_avx2(x, weight, out, n_tokens, d, eps);
+  } else {
+    simd::rmsnorm_generic(x, weight, out, n_tokens, d, eps);
   }
 }
 
@@ -199,12 +188,9 @@ void rope_table(int n_pos, int head_dim, float theta, float* cos_out, float* sin
 
 void rope_with_table(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, const float* cos_tab,
                      const float* sin_tab) {
-  const int half = head_dim / 2;
-  for (int t = 0; t < n_tokens; ++t) {
-    const float* cs = cos_tab + static_cast<int64_t>(pos[t]) * half;
-    const float* sn = sin_tab + static_cast<int64_t>(pos[t]) * half;
-    rotate_heads(x + static_cast<int64_t>(t) * n_head * head_dim, n_head, head_dim, cs, sn);
-  }
+  RopeParams p;
+  p.n_rot = head_dim;
+  rope_with_table(x, pos, n_tokens, n_head, head_dim, p, cos_tab, sin_tab);
 }
 
 void rope_table(int n_pos, const RopeParams& p, float* cos_out, float* sin_out) {
@@ -224,24 +210,11 @@ void rope_table(int n_pos, const RopeParams& p, float* cos_out, float* sin_out) 
 
 void rope_with_table(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, const RopeParams& p,
                      const float* cos_tab, const float* sin_tab) {
-  const int half = p.n_rot / 2;
-  if (!p.neox && p.n_rot == head_dim) {
-    rope_with_table(x, pos, n_tokens, n_head, head_dim, cos_tab, sin_tab);
-    return;
-  }
-  // Pair partner of dimension i: 2i/2i+1 (norm) or i/i+half (neox).
-  const int stride = p.neox ? 1 : 2, step = p.neox ? half : 1;
-  for (int t = 0; t < n_tokens; ++t) {
-    const float* cs = cos_tab + static_cast<int64_t>(pos[t]) * half;
-    const float* sn = sin_tab + static_cast<int64_t>(pos[t]) * half;
-    for (int h = 0; h < n_head; ++h) {
-      float* v = x + (static_cast<int64_t>(t) * n_head + h) * head_dim;
-      for (int i = 0; i < half; ++i) {
-        const float a = v[stride * i], b = v[stride * i + step];
-        v[stride * i] = a * cs[i] - b * sn[i];
-        v[stride * i + step] = a * sn[i] + b * cs[i];
-      }
-    }
+  // The AVX2 copy gives the twin's bits (kernels/cpu/ops_simd.h).
+  if (simd::avx2_available()) {
+    simd::rope_avx2(x, pos, n_tokens, n_head, head_dim, p, cos_tab, sin_tab);
+  } else {
+    simd::rope_generic(x, pos, n_tokens, n_head, head_dim, p, cos_tab, sin_tab);
   }
 }
 
@@ -288,7 +261,11 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 #undef SPECCHAT_SWIGLU16
 
 void add_inplace(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  if (simd::avx2_available()) {
+    simd::add_inplace_avx2(x, y, n);
+  } else {
+    simd::add_inplace_generic(x, y, n);
+  }
 }
 
 void softmax_rows(float* x, int n_rows, int n) {

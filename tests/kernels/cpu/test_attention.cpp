@@ -6,6 +6,7 @@
 // reference differently cannot fail it, while a wrong index fails it by orders of magnitude.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -189,4 +190,44 @@ TEST_CASE("attention: a NaN query gives NaN output on both twins, not zeros", "[
   const size_t other = static_cast<size_t>(c.n_head) * c.head_dim + 3;
   CHECK(std::isfinite(ref[other]));
   CHECK(std::isfinite(simd[other]));
+}
+
+TEST_CASE("attention: GQA heads summed in pairs skip each head's zero weights on their own", "[unit][kernels]") {
+  // The AVX2 kernel sums V for two query heads of a KV head in one pass and skips a key per head
+  // where its softmax weight is 0. The first head of each group gets a query 60 times larger, so
+  // many of its weights underflow to 0 while the next head's do not (with a tree mask both are
+  // 0 for the invisible keys): the paths where one head of the pair skips a key and the other
+  // does not must give the reference's outputs for both.
+  std::mt19937 g(31);
+  cpu::ThreadPool pool(2);
+  for (const Case& c : {Case{8, 4, 40, 90, 3, true}, Case{6, 2, 24, 33, 2, false}, Case{5, 1, 16, 40, 1, false}}) {
+    INFO("heads " << c.n_head << "/" << c.n_head_kv << " head_dim " << c.head_dim);
+    Inputs in = make_inputs(c, g);
+    const int group = c.n_head / c.n_head_kv;
+    for (int i = 0; i < c.n_tokens; ++i) {
+      for (int h = 0; h < c.n_head; h += group) {
+        for (int d = 0; d < c.head_dim; ++d) in.q[static_cast<size_t>((i * c.n_head + h) * c.head_dim + d)] *= 60.0f;
+      }
+    }
+    // Row 0, head 0: some key's weight underflows (its score is more than 87 below the best).
+    const int n_keys = c.kv_pos0 + c.n_tokens;
+    std::vector<double> score(static_cast<size_t>(n_keys));
+    for (int j = 0; j < n_keys; ++j) {
+      double dot = 0;
+      for (int d = 0; d < c.head_dim; ++d) {
+        dot += static_cast<double>(in.q[static_cast<size_t>(d)]) * in.k[static_cast<size_t>(j * in.kv_stride + d)];
+      }
+      score[static_cast<size_t>(j)] = dot / std::sqrt(static_cast<double>(c.head_dim));
+    }
+    const double best = *std::max_element(score.begin(), score.end());
+    int underflowed = 0;
+    for (double sc : score) underflowed += sc - best < -100.0;
+    REQUIRE(underflowed > 0);
+    std::vector<float> ref, serial, pooled;
+    cpu::attention_ref(args_of(c, in, ref));
+    cpu::attention(args_of(c, in, serial));
+    cpu::attention(args_of(c, in, pooled), &pool);
+    CHECK(worst_diff(ref, serial) < 1e-6);
+    CHECK(worst_diff(ref, pooled) < 1e-6);
+  }
 }
