@@ -26,6 +26,16 @@ constexpr int kPrefetchK = 128;
 // Prefetching past a panel's end reads nothing (a hint never faults).
 inline void prefetch(const uint16_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
+// The line to prefetch for panel p of a pass of P panels at step k: kPrefetchK steps ahead in
+// the same panel, or, past its end, that far into panel p of the next pass (the next P panels,
+// which the same thread usually runs next): so the head of every next panel is on its way, not
+// only the first's, as when each stream ran on into its neighbour.
+inline const uint16_t* ahead(const uint16_t* w, size_t ps, int P, int p, int k, int n_in) {
+  const int ka = k + kPrefetchK;
+  if (ka < n_in) return w + static_cast<size_t>(p) * ps + static_cast<size_t>(ka) * kPanel;
+  return w + static_cast<size_t>(P + p) * ps + static_cast<size_t>(ka - n_in) * kPanel;
+}
+
 // 16 weights of one panel at one k, widened to f32 (bf16: the upper half of a binary32).
 template <bool BF>
 SPECCHAT_AVX512 inline __m512 load16(const uint16_t* p) {
@@ -66,7 +76,7 @@ SPECCHAT_AVX512 void tile512(const float* x, const uint16_t* w, float* y, int n_
   int k = 0;
   for (; k + 1 < n_in; k += 2) {
 #pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) prefetch(w + p * ps + static_cast<size_t>(k + kPrefetchK) * kPanel);
+    for (int p = 0; p < P; ++p) prefetch(ahead(w, ps, P, p, k, n_in));
     step512<BF, R, P>(acc, x, w, ps, n_in, k);
     step512<BF, R, P>(acc, x, w, ps, n_in, k + 1);
   }
@@ -136,7 +146,7 @@ SPECCHAT_AVX2 void tile256(const float* x, const uint16_t* w, float* y, int n_in
   int k = 0;
   for (; k + 1 < n_in; k += 2) {
 #pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) prefetch(w + p * ps + static_cast<size_t>(k + kPrefetchK) * kPanel);
+    for (int p = 0; p < P; ++p) prefetch(ahead(w, ps, P, p, k, n_in));
     step256<BF, R, P>(acc, x, w, ps, n_in, k);
     step256<BF, R, P>(acc, x, w, ps, n_in, k + 1);
   }
