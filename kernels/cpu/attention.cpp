@@ -473,7 +473,10 @@ void attention_multi(const AttentionArgs* parts_ptr, int n_parts, ThreadPool* po
       if (simd) {
         const size_t need = static_cast<size_t>(max_group) * static_cast<size_t>(max_keys);
         if (scores.size() < need) scores.resize(need);
-        attention_row_kvhead(a, (t - base) / per_row, (t - base) % per_row, scores.data());
+        // KV-head-major within a part: consecutive tasks are the rows of one KV head, so a
+        // thread's chunk reads that head's K/V slice from memory once and from L1 for its
+        // other rows (row-major order spread one slice over both threads' chunks).
+        attention_row_kvhead(a, (t - base) % a.n_tokens, (t - base) / a.n_tokens, scores.data());
         continue;
       }
 #endif
