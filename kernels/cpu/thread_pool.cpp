@@ -94,7 +94,7 @@ void ThreadPool::note_cpu(int slot) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
+    stop_.store(true);
     generation_.fetch_add(1);
   }
   wake_.notify_all();
@@ -112,9 +112,12 @@ void ThreadPool::run_tasks() {
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);
       if (!error_) error_ = std::current_exception();
+      failed_.store(true);
     }
-    if (done_.fetch_add(1) + 1 == n) {
-      std::lock_guard<std::mutex> lk(mu_);  // pairs with the caller's wait
+    // The last task: wake the caller only if it blocked (it sets caller_waiting_ under mu_
+    // before checking done_, so either it sees this count or this sees its flag).
+    if (done_.fetch_add(1) + 1 == n && caller_waiting_.load() != 0) {
+      { std::lock_guard<std::mutex> lk(mu_); }
       done_cv_.notify_one();
     }
   }
@@ -138,10 +141,7 @@ void ThreadPool::worker_loop(int slot) {
       }
     }
     seen = generation_.load(std::memory_order_acquire);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (stop_) return;
-    }
+    if (stop_.load()) return;
     note_cpu(slot);
     run_tasks();
   }
@@ -150,17 +150,24 @@ void ThreadPool::worker_loop(int slot) {
 void ThreadPool::parallel_for(int n_tasks, const std::function<void(int)>& fn) {
   if (n_tasks <= 0) return;
   if (n_tasks >= (1 << 24)) throw std::invalid_argument("ThreadPool::parallel_for: too many tasks");
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    done_.store(0);
-    fn_.store(&fn);
-    ++region_;
-    claim_.store((static_cast<uint64_t>(region_) << 48) | (static_cast<uint64_t>(n_tasks) << 24));
-    error_ = nullptr;
-    generation_.fetch_add(1, std::memory_order_release);
-  }
+  // No lock on the way in: every task of the last region has finished (done_ reached its count),
+  // so no thread writes error_ now; done_ and fn_ are stored before the claim word (a worker
+  // still leaving the last region may claim a task of this one and must see this fn_), and
+  // workers that spin read them after seeing the new generation.
+  error_ = nullptr;
+  done_.store(0);
+  fn_.store(&fn);
+  ++region_;
+  claim_.store((static_cast<uint64_t>(region_) << 48) | (static_cast<uint64_t>(n_tasks) << 24));
+  generation_.fetch_add(1);
   note_cpu(0);
-  if (sleeping_.load() > 0) wake_.notify_all();
+  // A worker going to sleep counts itself in sleeping_, then checks generation_, under mu_: it
+  // sees the new generation, or this sees its count; taking mu_ here means it is either not yet
+  // at its check or already waiting, so the notification is not lost.
+  if (sleeping_.load() > 0) {
+    { std::lock_guard<std::mutex> lk(mu_); }
+    wake_.notify_all();
+  }
   run_tasks();
   // Wait for tasks other threads still hold: spin briefly, then block.
   const auto t0 = std::chrono::steady_clock::now();
@@ -168,14 +175,18 @@ void ThreadPool::parallel_for(int n_tasks, const std::function<void(int)>& fn) {
     cpu_relax();
     if (std::chrono::steady_clock::now() - t0 > kSpin) {
       std::unique_lock<std::mutex> lk(mu_);
+      caller_waiting_.store(1);
       done_cv_.wait(lk, [&] { return done_.load() >= n_tasks; });
+      caller_waiting_.store(0);
       break;
     }
   }
+  if (!failed_.load()) return;
   std::exception_ptr e;
   {
     std::lock_guard<std::mutex> lk(mu_);
     e = error_;
+    failed_.store(false);
   }
   if (e) std::rethrow_exception(e);
 }
@@ -211,21 +222,25 @@ void parallel_ranges(ThreadPool* pool, int total, int chunks_per_lane, const std
     fn(0, total);
     return;
   }
-  std::vector<Lane> lanes(static_cast<size_t>(n_lanes));
+  // Up to 16 lanes on the stack (a region per product: no allocation in the decode loop).
+  constexpr int kInline = 16;
+  Lane inline_lanes[kInline];
+  std::vector<Lane> heap_lanes(n_lanes > kInline ? static_cast<size_t>(n_lanes) : 0);
+  Lane* lanes = n_lanes > kInline ? heap_lanes.data() : inline_lanes;
   for (int l = 0; l < n_lanes; ++l) {
-    Lane& ln = lanes[static_cast<size_t>(l)];
+    Lane& ln = lanes[l];
     ln.lo = static_cast<int>(static_cast<int64_t>(total) * l / n_lanes);
     ln.len = static_cast<int>(static_cast<int64_t>(total) * (l + 1) / n_lanes) - ln.lo;
     ln.n = std::max(1, std::min(chunks_per_lane, ln.len));
     ln.fb.store(static_cast<uint64_t>(ln.n), std::memory_order_relaxed);
   }
   pool->parallel_for(n_lanes, [&](int t) {
-    for (int i; (i = lanes[static_cast<size_t>(t)].take(false)) >= 0;) {
-      const Lane& ln = lanes[static_cast<size_t>(t)];
+    for (int i; (i = lanes[t].take(false)) >= 0;) {
+      const Lane& ln = lanes[t];
       fn(ln.bound(i), ln.bound(i + 1));
     }
     for (int k = 1; k < n_lanes; ++k) {  // steal: the next lanes in turn, each from its back
-      Lane& ln = lanes[static_cast<size_t>((t + k) % n_lanes)];
+      Lane& ln = lanes[(t + k) % n_lanes];
       for (int i; (i = ln.take(true)) >= 0;) fn(ln.bound(i), ln.bound(i + 1));
     }
   });

@@ -71,10 +71,15 @@ class ThreadPool {
   // before the claim word) is that region's function.
   std::atomic<uint64_t> claim_{0};
   std::atomic<int> done_{0}, sleeping_{0};
+  // The caller blocks on done_cv_ (after its spin) with this set; the thread finishing a region's
+  // last task takes mu_ and notifies only then, so a region whose caller still spins costs no
+  // lock. (Each side writes its flag, then reads the other's: one of them sees the other.)
+  std::atomic<int> caller_waiting_{0};
   std::atomic<const std::function<void(int)>*> fn_{nullptr};
   uint16_t region_ = 0;
-  std::exception_ptr error_;
-  bool stop_ = false;
+  std::exception_ptr error_;  // written under mu_ by a failing task; reset between regions
+  std::atomic<bool> failed_{false};  // error_ was set this region (the caller locks only then)
+  std::atomic<bool> stop_{false};
 };
 
 // The CPUs the calling thread may run on: on Linux the count of its affinity mask (what taskset,

@@ -52,6 +52,31 @@ TEST_CASE("thread pool: each task of each region runs exactly once", "[unit][ker
   }
 }
 
+TEST_CASE("thread pool: no wake-up is lost between a region and a sleeping worker or a waiting caller",
+          "[unit][kernels][pool]") {
+  // Regions start and end without the pool's mutex: a worker going to sleep and a caller going to
+  // wait each publish a flag, then check the other side's counter. Gaps around the workers' spin
+  // limit (about 50 us) make them fall asleep just as a region starts; slow tasks (longer than
+  // the caller's spin) make the caller block just as the last task ends. A lost wake-up hangs
+  // here (ctest's timeout fails it); a lost or repeated task fails the counts.
+  ThreadPool pool(std::min(3, usable_cpus()));
+  std::atomic<long> hits{0};
+  long want = 0;
+  const int gaps_us[] = {0, 20, 45, 50, 55, 70, 120, 0, 3};
+  for (int region = 0; region < 600; ++region) {
+    const int gap = gaps_us[region % 9];
+    if (gap > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap));
+    const bool slow = region % 7 == 3;
+    const int n = 1 + region % 5;
+    pool.parallel_for(n, [&](int i) {
+      if (slow && i == n - 1) std::this_thread::sleep_for(std::chrono::microseconds(80 + region % 40));
+      hits.fetch_add(1);
+    });
+    want += n;
+    REQUIRE(hits.load() == want);  // complete when parallel_for returns
+  }
+}
+
 TEST_CASE("thread pool: work is shared and the result is complete when parallel_for returns", "[unit][kernels][pool]") {
   ThreadPool pool(4);
   std::vector<long> out(10000);
