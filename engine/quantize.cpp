@@ -67,9 +67,10 @@ const char* quant_preset_name(QuantPreset p) { return info(p).name; }
 
 uint32_t quant_preset_file_type(QuantPreset p) { return info(p).file_type; }
 
-DType quant_tensor_type(QuantPreset p, const std::string& name, const std::vector<uint64_t>& ne, DType src,
-                        int n_layer) {
-  if (ne.size() < 2 || ne[1] <= 1) return src;  // 1-D: norms and biases
+namespace {
+
+// The preset's type for a matrix, before the whole-blocks fallback.
+DType preset_type(QuantPreset p, const std::string& name, int n_layer) {
   DType t = info(p).base;
   if (p == QuantPreset::q4_k_m || p == QuantPreset::q5_k_m) {
     const int il = layer_of(name);
@@ -80,6 +81,17 @@ DType quant_tensor_type(QuantPreset p, const std::string& name, const std::vecto
       t = DType::q6_k;
     }
   }
+  return t;
+}
+
+bool is_matrix(const std::vector<uint64_t>& ne) { return ne.size() >= 2 && ne[1] > 1; }
+
+}  // namespace
+
+DType quant_tensor_type(QuantPreset p, const std::string& name, const std::vector<uint64_t>& ne, DType src,
+                        int n_layer) {
+  if (!is_matrix(ne)) return src;  // 1-D: norms and biases
+  DType t = preset_type(p, name, n_layer);
   if (ne[0] % static_cast<uint64_t>(dtype_block_size(t)) != 0) {
     t = ne[0] % static_cast<uint64_t>(dtype_block_size(DType::q8_0)) == 0 ? DType::q8_0 : src;
   }
@@ -119,6 +131,9 @@ QuantizeSummary quantize_gguf(const std::string& in, const std::string& out, Qua
     o.name = t.name;
     o.ne = t.ne;
     o.type = quant_tensor_type(p, t.name, t.ne, t.type, n_layer);
+    if (is_matrix(t.ne) && o.type != preset_type(p, t.name, n_layer)) {
+      sum.fallbacks.push_back({t.name, t.ne[0], preset_type(p, t.name, n_layer), o.type});
+    }
     sum.in_bytes += t.n_bytes;
     if (o.type == t.type) {
       o.data.assign(t.data, t.data + t.n_bytes);

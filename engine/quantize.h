@@ -41,6 +41,14 @@ DType quant_tensor_type(QuantPreset p, const std::string& name, const std::vecto
 struct QuantizeSummary {
   uint64_t in_bytes = 0, out_bytes = 0;  // tensor data bytes read and written
   std::map<DType, int> tensors_by_type;  // tensors written per type
+  // A matrix that did not get its preset's type because its rows are not whole blocks of it
+  // (the fallback rule above), in file order: what it was meant to get and what it got.
+  struct Fallback {
+    std::string tensor;
+    uint64_t row_length = 0;  // ne[0], values per row
+    DType wanted, written;
+  };
+  std::vector<Fallback> fallbacks;
 };
 
 // Reads the GGUF at `in` (its matrices F32, F16 or BF16; a file with block-type matrices is

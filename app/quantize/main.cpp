@@ -8,8 +8,11 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "engine/gguf.h"
 #include "engine/quantize.h"
@@ -35,6 +38,21 @@ int main(int argc, char** argv) {
                 specchat::quant_preset_name(*preset), static_cast<double>(s.in_bytes) / 1e6,
                 static_cast<double>(s.out_bytes) / 1e6);
     for (const auto& [t, n] : s.tensors_by_type) std::printf("  %-5s %d tensors\n", specchat::dtype_name(t), n);
+    // Matrices whose rows are not whole blocks of the asked type got another one: say so, grouped
+    // by (row length, asked, written), with the first tensor of each group as an example.
+    std::map<std::tuple<uint64_t, specchat::DType, specchat::DType>, std::pair<int, std::string>> groups;
+    for (const auto& fb : s.fallbacks) {
+      auto& g = groups[{fb.row_length, fb.wanted, fb.written}];
+      if (g.first++ == 0) g.second = fb.tensor;
+    }
+    for (const auto& [key, g] : groups) {
+      const auto& [len, wanted, written] = key;
+      std::printf("note: %d matri%s with rows of %llu values, not whole %lld-value blocks of %s, written as %s "
+                  "instead (never fewer bits than asked), e.g. %s\n",
+                  g.first, g.first == 1 ? "x" : "ces", static_cast<unsigned long long>(len),
+                  static_cast<long long>(specchat::dtype_block_size(wanted)), specchat::dtype_name(wanted),
+                  specchat::dtype_name(written), g.second.c_str());
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "specchat-quantize: %s\n", e.what());
     return 1;

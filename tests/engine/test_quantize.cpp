@@ -144,6 +144,16 @@ TEST_CASE("quantize: every preset round-trips within its type's quantization err
     const GgufTensorInfo& d = f.require_tensor("blk.0.ffn_down.weight");
     CHECK(d.type == (p == QuantPreset::q4_0 ? DType::q4_0 : DType::q8_0));
     CHECK(rel_rms(dequantized(d), b16) <= bound.at(d.type));
+    // The summary names the fallback (k-quant presets: 96 values per row are not 256-blocks).
+    if (p == QuantPreset::q8_0 || p == QuantPreset::q4_0) {
+      CHECK(s.fallbacks.empty());
+    } else {
+      REQUIRE(s.fallbacks.size() == 1);
+      CHECK(s.fallbacks[0].tensor == "blk.0.ffn_down.weight");
+      CHECK(s.fallbacks[0].row_length == 96);
+      CHECK(dtype_block_size(s.fallbacks[0].wanted) == 256);
+      CHECK(s.fallbacks[0].written == DType::q8_0);
+    }
   }
 }
 
@@ -266,6 +276,14 @@ TEST_CASE("specchat-quantize: exit status, messages, and specchat-cli --json rep
   CHECK(r.out.find("q8_0") != std::string::npos);
   r = test::run_process(test::quantize_path(), {test::draft_model(), d, "Q8_0"});
   REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("note:") == std::string::npos);  // every row is whole q8_0 blocks
+  // Regression: Q4_K on the bundled target (rows of 320 and 864 values) wrote Q8_0 without a
+  // word; now a note says which matrices got which type and why.
+  r = test::run_process(test::quantize_path(), {test::draft_model(), dir.file("k.gguf"), "Q4_K"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("with rows of 128 values, not whole 256-value blocks of q4_K, written as q8_0") !=
+        std::string::npos);
   // Bad type: status 2, the list of types; a quantized input: status 1, the reason; no output.
   r = test::run_process(test::quantize_path(), {test::draft_model(), dir.file("x.gguf"), "Q3_K"});
   CHECK(r.exit_code == 2);
