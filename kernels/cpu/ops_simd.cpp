@@ -180,7 +180,7 @@ SPECCHAT_AVX2 void rope_avx2(float* x, const int32_t* pos, int n_tokens, int n_h
   // Per-dimension tables of one position (adjacent pairs); heads of a few hundred dimensions at
   // most take the stack, longer ones the generic twin.
   constexpr int kMaxRot = 1024;
-  if (!p.neox && p.n_rot > kMaxRot) {
+  if (!p.neox && 2 * half > kMaxRot) {
     rope_generic(x, pos, n_tokens, n_head, head_dim, p, cos_tab, sin_tab);
     return;
   }
@@ -200,7 +200,7 @@ SPECCHAT_AVX2 void rope_avx2(float* x, const int32_t* pos, int n_tokens, int n_h
       if (p.neox) {
         rotate_halves(v, half, cs, sn);
       } else {
-        rotate_adjacent(v, p.n_rot, cs2, sn2);
+        rotate_adjacent(v, 2 * half, cs2, sn2);  // an odd n_rot's last dimension passes through
       }
     }
   }

@@ -149,7 +149,11 @@ void ThreadPool::worker_loop(int slot) {
 
 void ThreadPool::parallel_for(int n_tasks, const std::function<void(int)>& fn) {
   if (n_tasks <= 0) return;
-  if (n_tasks >= (1 << 24)) throw std::invalid_argument("ThreadPool::parallel_for: too many tasks");
+  // Each thread's last, failed claim adds one to the 24-bit index too: the index must stay below
+  // 2^24 with all of them, or it carries into the task count and tasks run twice.
+  if (static_cast<int64_t>(n_tasks) + n_threads() >= (int64_t{1} << 24)) {
+    throw std::invalid_argument("ThreadPool::parallel_for: too many tasks");
+  }
   // No lock on the way in: every task of the last region has finished (done_ reached its count),
   // so no thread writes error_ now; done_ and fn_ are stored before the claim word (a worker
   // still leaving the last region may claim a task of this one and must see this fn_), and

@@ -44,7 +44,7 @@ class ThreadPool {
   int n_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Runs fn(i) for every i in [0, n_tasks) on the pool and the calling thread; returns when all
-  // have run. n_tasks < 2^24 (std::invalid_argument otherwise). Tasks may run in any order and on any thread. An exception thrown by a task is
+  // have run. n_tasks + n_threads() < 2^24 (std::invalid_argument otherwise). Tasks may run in any order and on any thread. An exception thrown by a task is
   // rethrown here (the first one; the remaining tasks still run).
   void parallel_for(int n_tasks, const std::function<void(int)>& fn);
 

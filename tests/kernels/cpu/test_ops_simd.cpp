@@ -81,8 +81,12 @@ TEST_CASE("rope: the AVX2 copy gives the twin's bits for adjacent pairs and neox
   };
   // Head sizes of the bundled target (40), common models (64, 128), odd pair counts (22 = 11
   // pairs), partial rotary (n_rot < head_dim) and pair counts below one vector (6).
+  // Odd rotated counts (7, 9, 15: no loader accepts them today, but rope_with_table(head_dim)
+  // takes any head) rotate n_rot / 2 pairs and pass the last dimension through, as the twin
+  // (regression: the AVX2 copy rotated it against an unset table entry).
   const Shape shapes[] = {{40, 40, false}, {40, 40, true}, {64, 64, false}, {128, 128, true}, {22, 22, false},
-                          {22, 22, true},  {64, 32, false}, {64, 32, true}, {80, 6, false},  {80, 6, true}};
+                          {22, 22, true},  {64, 32, false}, {64, 32, true}, {80, 6, false},  {80, 6, true},
+                          {16, 7, false},  {16, 9, false},  {16, 15, false}, {16, 15, true}, {15, 15, false}};
   for (const Shape& sh : shapes) {
     cpu::RopeParams p;
     p.n_rot = sh.n_rot;

@@ -106,6 +106,21 @@ TEST_CASE("thread pool: a task's exception is rethrown and the pool stays usable
   CHECK(again.load() == 10);
 }
 
+TEST_CASE("thread pool: a region whose claim index could carry into the task count is refused",
+          "[unit][kernels][pool]") {
+  // Regression: each thread's last, failed claim adds one to the 24-bit index; with n_tasks close
+  // to 2^24 and three or more threads it carried into the count and every task ran twice (some
+  // after parallel_for had returned). Such a region is refused before anything runs.
+  ThreadPool pool(2);
+  std::atomic<long> ran{0};
+  CHECK_THROWS_AS(pool.parallel_for((1 << 24) - pool.n_threads(), [&](int) { ran.fetch_add(1); }),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(pool.parallel_for(1 << 24, [&](int) { ran.fetch_add(1); }), std::invalid_argument);
+  CHECK(ran.load() == 0);
+  pool.parallel_for(5, [&](int) { ran.fetch_add(1); });  // still usable
+  CHECK(ran.load() == 5);
+}
+
 TEST_CASE("thread pool: never more threads than cores (regression: --threads 64 on 2 cores decoded 16x slower)",
           "[unit][kernels][pool]") {
   const int cores = usable_cpus();
