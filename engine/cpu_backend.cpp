@@ -6,16 +6,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
-
-#include <sys/mman.h>
 
 #include "engine/backend_weights.h"
 #include "engine/gguf.h"
+#include "engine/panel_arena.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/linear.h"
-#include "kernels/cpu/linear_panels.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 
@@ -105,13 +102,8 @@ ForwardOut CpuBackend::forward(const ForwardArgs& b) {
   const int d = c.d_model, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   const int n_out = static_cast<int>(b.out_rows.size());
   const int n_hidden = static_cast<int>(b.hidden_layers.size());
-  auto job = [this](const float* x, const WeightView& w, float* y, int rows) {
-    return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out, act_, w.panels};
-  };
-  auto mm = [&](const float* x, const WeightView& w, float* y, int rows) {
-    const cpu::LinearJob jb = job(x, w, y, rows);
-    cpu::linear_multi(std::span<const cpu::LinearJob>(&jb, 1), pool_.get());
-  };
+  auto job = [this](const float* x, const WeightView& w, float* y, int rows) { return linear_job(x, w, y, rows, act_); };
+  auto mm = [&](const float* x, const WeightView& w, float* y, int rows) { linear_view(x, w, y, rows, pool_.get(), act_); };
   if (n_hidden > max_hidden_) throw std::invalid_argument("forward: too many hidden-state layers requested");
   const std::span<const int32_t> hrows = b.hidden_rows.empty() ? b.out_rows : b.hidden_rows;
   const int n_hid = static_cast<int>(hrows.size());
@@ -282,21 +274,6 @@ const float* view_norm(const GgufTensorInfo& t, CpuBackend::Weights& w) {
   return w.owned_f32.back().get();
 }
 
-// SPECCHAT_CPU_PACK=0 turns packing off (cpu_backend.h).
-bool packing_enabled() {
-  const char* e = std::getenv("SPECCHAT_CPU_PACK");
-  return !(e && std::string(e) == "0");
-}
-
-// MemAvailable of /proc/meminfo in bytes, 0 when unknown.
-size_t memory_available() {
-  std::ifstream in("/proc/meminfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("MemAvailable:", 0) == 0) return std::strtoull(line.c_str() + 13, nullptr, 10) * 1024;
-  }
-  return 0;
-}
-
 // Repacks every F16/BF16 matrix the products read (not the token embedding, which is read by
 // rows) into panels (cpu::pack_panels) in one arena, w.packed; `f`, when given, releases the
 // file's pages of each packed tensor. A tied LM head gets its own packed copy.
@@ -306,31 +283,11 @@ void pack_16bit(CpuBackend::Weights& w, const GgufFile* f, cpu::ThreadPool* pool
     for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) views.push_back(v);
   }
   views.push_back(&w.output);
-  std::erase_if(views, [](const WeightView* v) { return v->panels || (v->type != DType::f16 && v->type != DType::bf16); });
-  if (views.empty() || !packing_enabled()) return;
-  constexpr size_t kAlign = 64, kHuge = size_t{2} << 20;
-  size_t total = 0;
-  for (const WeightView* v : views) total += (cpu::panel_bytes(v->n_out, v->n_in) + kAlign - 1) / kAlign * kAlign;
-  // The panels are private memory on top of the page cache the mapping shares: a model near the
-  // memory size keeps its matrices in the mapping (row-major kernels) instead of failing.
-  const size_t avail = memory_available();
-  if (avail > 0 && total > avail / 4 * 3) return;
-  // Over-allocated by one huge page so the arena can start on a 2 MiB boundary.
-  const size_t len = (total + kHuge - 1) / kHuge * kHuge + kHuge;
-  void* map = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) return;  // e.g. an address-space limit: the mapping still serves
-  w.packed_bytes = total;
-  w.packed = std::shared_ptr<void>(map, [len](void* p) { munmap(p, len); });
-  const uintptr_t base = (reinterpret_cast<uintptr_t>(map) + kHuge - 1) / kHuge * kHuge;
-  madvise(reinterpret_cast<void*>(base), len - (base - reinterpret_cast<uintptr_t>(map)), MADV_HUGEPAGE);
-  auto* out = reinterpret_cast<uint8_t*>(base);
-  for (WeightView* v : views) {
-    cpu::pack_panels(v->data, v->type, v->n_out, v->n_in, out, pool);
-    if (f && v->data != w.tok_embd.data) f->release_pages(v->data, v->bytes());
-    v->data = out;
-    v->panels = true;
-    out += (cpu::panel_bytes(v->n_out, v->n_in) + kAlign - 1) / kAlign * kAlign;
-  }
+  const PanelArena arena = pack_in_panels(views, pool, [&](const WeightView& v) {
+    if (f && v.data != w.tok_embd.data) f->release_pages(v.data, v.bytes());
+  });
+  w.packed = arena.memory;
+  w.packed_bytes = arena.bytes;
 }
 
 }  // namespace

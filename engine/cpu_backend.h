@@ -15,9 +15,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/backend.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
@@ -34,6 +36,18 @@ struct WeightView {
   bool panels = false;
   size_t bytes() const { return static_cast<size_t>(n_out) * static_cast<size_t>(dtype_row_bytes(type, static_cast<uint64_t>(n_in))); }
 };
+
+// The product y [rows, w.n_out] = x [rows, w.n_in] · wᵀ as a cpu::linear_multi job (on the panel
+// kernels when w.panels), and that product alone.
+inline cpu::LinearJob linear_job(const float* x, const WeightView& w, float* y, int rows,
+                                 cpu::Activations act = cpu::Activations::q8) {
+  return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out, act, w.panels};
+}
+inline void linear_view(const float* x, const WeightView& w, float* y, int rows, cpu::ThreadPool* pool,
+                        cpu::Activations act = cpu::Activations::q8) {
+  const cpu::LinearJob j = linear_job(x, w, y, rows, act);
+  cpu::linear_multi(std::span<const cpu::LinearJob>(&j, 1), pool);
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -77,6 +91,13 @@ class CpuBackend final : public Backend {
   MemoryInfo memory() const override;
   std::string device_name() const override { return "CPU"; }
   std::shared_ptr<cpu::ThreadPool> cpu_pool() const override { return pool_; }
+  // The LM head (output, or the token embedding when tied) with the arena that keeps it alive,
+  // when it was packed in panels; else view.data == nullptr (LlamaModel::packed_lm_head).
+  WeightView packed_lm_head(std::shared_ptr<const void>* keep) const {
+    if (!w_.output.panels) return {};
+    *keep = w_.packed;
+    return w_.output;
+  }
   // Names the profile's matmul entries with this model's shapes.
   bool set_profile(OpProfile* p) override;
 

@@ -142,6 +142,13 @@ void LlamaModel::finish_init(const Options& opt, int n_ctx) {
   hidden_rows_.reserve(B);
 }
 
+SharedWeight LlamaModel::packed_lm_head() const {
+  SharedWeight s;
+  if (const auto* cpu = dynamic_cast<const CpuBackend*>(backend_.get())) s.view = cpu->packed_lm_head(&s.keep);
+  if (!s.keep) s = {};
+  return s;
+}
+
 MemoryInfo LlamaModel::memory() const {
   MemoryInfo m = backend_->memory();
   m.kv_type = kv_.empty() ? DType::f32 : kv_.front().type();

@@ -17,6 +17,7 @@
 #include "engine/gguf.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
+#include "engine/panel_arena.h"
 #include "engine/quantize.h"
 #include "engine/vocab.h"
 
@@ -160,6 +161,12 @@ class LlamaModel {
   std::string device_name() const { return backend_->device_name(); }
   // The CPU thread pool the model's forwards run on (Backend::cpu_pool); nullptr on CUDA.
   std::shared_ptr<cpu::ThreadPool> cpu_pool() const { return backend_->cpu_pool(); }
+  // The target's LM head ([n_vocab, d_model]: output, or token_embd when tied) as the CPU backend
+  // packed it in panels, with the arena that keeps it alive: a CPU drafter that reads the
+  // target's head (DFlash block drafter, MTP head) shares it instead of reading the file's
+  // row-major copy (faster products, no second copy in the caches). keep == nullptr on CUDA or
+  // when the head was not packed (SPECCHAT_CPU_PACK=0, a non-16-bit type, memory).
+  SharedWeight packed_lm_head() const;
   // Records the time of each operation of later forwards into `p` (engine/op_profile.h; null =
   // stop; `p` must outlive the recording). CPU: wall time per op; CUDA: device time between CUDA
   // events. False on a backend that cannot (none today).

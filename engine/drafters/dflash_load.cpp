@@ -291,6 +291,25 @@ std::shared_ptr<const DFlashModel> DFlashModel::load(const std::string& path, co
   cpu::rope_table(m->n_pos_, m->rope_, m->rope_cos_.data(), m->rope_sin_.data());
   m->pool_ = opt.pool ? opt.pool : std::make_shared<cpu::ThreadPool>(opt.n_threads);
   m->act_ = opt.activations;
+
+  // --- Products on panels (engine/panel_arena.h) ---------------------------------------------
+  // The drafter's own matrices go to its arena (their file pages are given back). The LM head:
+  // the target's packed one when this drafter reads the target's head (no second copy), its own
+  // (the file's output, or its token_embd when neither file has an output) packed here.
+  const bool own_head = f.tensor("output.weight") || (!tf.tensor("output.weight") && f.tensor("token_embd.weight"));
+  std::vector<WeightView*> mats{&m->fc_};
+  for (Layer& l : m->layers_) {
+    for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) mats.push_back(v);
+  }
+  if (own_head) {
+    mats.push_back(&m->output_);
+  } else if (SharedWeight head = target.packed_lm_head(); head.keep) {
+    m->output_ = head.view;
+    m->head_keep_ = std::move(head.keep);
+  }
+  m->panels_ = pack_in_panels(mats, m->pool_.get(), [&](const WeightView& v) {
+    if (v.data != m->tok_embd_.data) f.release_pages(v.data, v.bytes());
+  });
   return m;
 }
 

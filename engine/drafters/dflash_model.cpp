@@ -15,9 +15,6 @@ namespace {
 // prompt's prefill (feat_ holds chunk × m × d_model floats).
 constexpr int kChunk = 32;
 
-cpu::LinearJob job(const float* x, const WeightView& w, float* y, int rows, cpu::Activations act) {
-  return cpu::LinearJob{x, w.data, w.type, y, rows, w.n_in, w.n_out, act};
-}
 }  // namespace
 
 void DFlashState::truncate(int n) {
@@ -103,13 +100,13 @@ void DFlashModel::append_context(DFlashState& s, int pos0, const HiddenRows& h) 
       }
       s.pos_[static_cast<size_t>(r)] = p0 + r;
     }
-    cpu::linear(s.feat_.data(), fc_.data, fc_.type, s.x_.data(), n, fc_.n_in, fc_.n_out, pool_.get(), act_);
+    linear_view(s.feat_.data(), fc_, s.x_.data(), n, pool_.get(), act_);
     cpu::rmsnorm(s.x_.data(), enc_norm_, s.x_.data(), n, c.d_model, c.norm_eps);
     // 2. Every layer's K and V of these rows in one pool region, written in place.
     jobs.clear();
     for (size_t il = 0; il < layers_.size(); ++il) {
-      jobs.push_back(job(s.x_.data(), layers_[il].wk, s.k_[il].data() + static_cast<size_t>(p0) * nkv, n, act_));
-      jobs.push_back(job(s.x_.data(), layers_[il].wv, s.v_[il].data() + static_cast<size_t>(p0) * nkv, n, act_));
+      jobs.push_back(linear_job(s.x_.data(), layers_[il].wk, s.k_[il].data() + static_cast<size_t>(p0) * nkv, n, act_));
+      jobs.push_back(linear_job(s.x_.data(), layers_[il].wv, s.v_[il].data() + static_cast<size_t>(p0) * nkv, n, act_));
     }
     cpu::linear_multi(jobs, pool_.get());
     for (size_t il = 0; il < layers_.size(); ++il) {
@@ -127,7 +124,7 @@ void DFlashModel::draft_block(DFlashState& s, int32_t anchor_token, int anchor_p
                                 std::to_string(c.block_size) + "]");
   }
   const int B = width > 0 ? width : c.block_size, d = c.d_model, hd = c.head_dim;
-  const int nq = c.n_head * hd, nkv = c.n_head_kv * hd;
+  const int nkv = c.n_head_kv * hd;
   if (anchor_token < 0 || anchor_token >= c.n_vocab) {
     throw std::invalid_argument("DFlashModel::draft_block: anchor token " + std::to_string(anchor_token) + " out of range");
   }
@@ -159,7 +156,7 @@ void DFlashModel::draft_block(DFlashState& s, int32_t anchor_token, int anchor_p
     float* kslot = s.k_[il].data() + static_cast<size_t>(n_ctx_rows) * static_cast<size_t>(nkv);
     float* vslot = s.v_[il].data() + static_cast<size_t>(n_ctx_rows) * static_cast<size_t>(nkv);
     {
-      const cpu::LinearJob qkv[3] = {job(xb, l.wq, s.q_.data(), B, act_), job(xb, l.wk, kslot, B, act_), job(xb, l.wv, vslot, B, act_)};
+      const cpu::LinearJob qkv[3] = {linear_job(xb, l.wq, s.q_.data(), B, act_), linear_job(xb, l.wk, kslot, B, act_), linear_job(xb, l.wv, vslot, B, act_)};
       cpu::linear_multi(qkv, pool_.get());
     }
     norm_rope(s.q_.data(), l.q_norm, s.pos_.data(), B, c.n_head);
@@ -179,22 +176,22 @@ void DFlashModel::draft_block(DFlashState& s, int32_t anchor_token, int anchor_p
     a.out = s.att_.data();
     a.scratch = s.scores_.data();
     cpu::attention(a, pool_.get());
-    cpu::linear(s.att_.data(), l.wo.data, l.wo.type, xb, B, nq, d, pool_.get(), act_);
+    linear_view(s.att_.data(), l.wo, xb, B, pool_.get(), act_);
     cpu::add_inplace(x, xb, static_cast<int64_t>(B) * d);
     // SwiGLU feed-forward.
     cpu::rmsnorm(x, l.ffn_norm, xb, B, d, c.norm_eps);
     {
-      const cpu::LinearJob gu[2] = {job(xb, l.w_gate, s.gate_.data(), B, act_), job(xb, l.w_up, s.up_.data(), B, act_)};
+      const cpu::LinearJob gu[2] = {linear_job(xb, l.w_gate, s.gate_.data(), B, act_), linear_job(xb, l.w_up, s.up_.data(), B, act_)};
       cpu::linear_multi(gu, pool_.get());
     }
     cpu::swiglu(s.gate_.data(), s.up_.data(), s.gate_.data(), static_cast<int64_t>(B) * c.d_ff);
-    cpu::linear(s.gate_.data(), l.w_down.data, l.w_down.type, xb, B, c.d_ff, d, pool_.get(), act_);
+    linear_view(s.gate_.data(), l.w_down, xb, B, pool_.get(), act_);
     cpu::add_inplace(x, xb, static_cast<int64_t>(B) * d);
   }
   // 5. The drafter's output_norm (not the target's final norm), then the target's LM head, for
   // block rows 1 … n_out.
   cpu::rmsnorm(x + d, output_norm_, xb, n_out, d, c.norm_eps);
-  cpu::linear(xb, output_.data, output_.type, logits.data(), n_out, d, c.n_vocab, pool_.get(), act_);
+  linear_view(xb, output_, logits.data(), n_out, pool_.get(), act_);
 }
 
 }  // namespace specchat

@@ -9,10 +9,12 @@
 //   m->append_context(s, 0, rows);                        // rows of committed tokens 0 … n − 2
 //   m->draft_block(s, ctx[n − 1], n − 1, logits);         // logits [B − 1, n_vocab]
 //
-// Weights are typed views into the drafter file's mapping (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
-// Q5_K, Q6_K through cpu::linear); the target's token_embd and output are views into the
-// target's own file (mapped again here: the pages are shared with the target's mapping), so
-// the drafter works whatever backend the target runs on.
+// Weights are typed views into the drafter file's mapping (F32, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+// through cpu::linear); F16 and BF16 matrices are packed in panels at load, as the target's
+// CpuBackend does (engine/panel_arena.h). The target's token_embd is a view into the target's
+// own file (mapped again here: the pages are shared with the target's mapping), and so is its
+// output unless the target runs on the CPU with a packed LM head, which is then shared
+// (LlamaModel::packed_lm_head). So the drafter works whatever backend the target runs on.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@
 #include "engine/cpu_backend.h"
 #include "engine/drafters/bind_error.h"
 #include "engine/gguf.h"
+#include "engine/panel_arena.h"
 #include "engine/speculative/drafter.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/linear.h"
@@ -108,6 +111,11 @@ class DFlashModel {
   // Bytes of the drafter's own weights as held (not the target's embedding / head).
   size_t weight_bytes() const { return weight_bytes_; }
 
+  // Bytes of the drafter's matrices packed in panels at load (0: none; engine/panel_arena.h).
+  size_t packed_bytes() const { return panels_.bytes; }
+  // True when the LM head is the target's packed one (LlamaModel::packed_lm_head), not a copy.
+  bool shares_target_head() const { return head_keep_ != nullptr; }
+
   // A fresh state (no rows) with its working memory allocated.
   DFlashState new_state() const;
 
@@ -168,6 +176,8 @@ class DFlashModel {
   std::vector<float> rope_cos_, rope_sin_;  // [n_pos, head_dim / 2]
   std::shared_ptr<cpu::ThreadPool> pool_;
   cpu::Activations act_ = cpu::Activations::q8;  // DFlashOptions::activations
+  PanelArena panels_;                  // the drafter's F16/BF16 matrices, packed (engine/panel_arena.h)
+  std::shared_ptr<const void> head_keep_;  // the target's packed LM head's arena, when output_ is it
 };
 
 }  // namespace specchat

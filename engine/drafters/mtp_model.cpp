@@ -150,7 +150,12 @@ std::shared_ptr<const MtpModel> MtpModel::load(const std::string& path, const Ll
     if (dtype_is_block(t.type) && n_in % static_cast<uint64_t>(dtype_block_size(t.type)) != 0) {
       fail(K::wrong_width, "tensor '" + name + "' rows are not whole " + ggml_type_name(t.type) + " blocks");
     }
-    return Mat{t.data, t.type, static_cast<int>(n_in), static_cast<int>(n_out)};
+    Mat v;
+    v.data = t.data;
+    v.type = t.type;
+    v.n_in = static_cast<int>(n_in);
+    v.n_out = static_cast<int>(n_out);
+    return v;
   };
   auto norm = [&](const std::string& name) { return to_f32(need(f, name, {d}, "")); };
   m->eh_proj_ = mat("blk.0.nextn.eh_proj.weight", 2 * d, d);
@@ -184,12 +189,24 @@ std::shared_ptr<const MtpModel> MtpModel::load(const std::string& path, const Ll
     fail(K::vocab_mismatch, tw + "LM head 'output.weight' has shape " + shape_str(out->ne) + ", expected " + shape_str({d, nv}));
   }
   if (!out) out = &emb;
-  m->output_ = Mat{out->data, out->type, static_cast<int>(d), static_cast<int>(nv)};
+  // The LM head: the target's own packed panels when its CPU backend has them (shared, no copy),
+  // else the row-major tensor in the target's file. The head's matrices are packed here.
+  if (SharedWeight head = target.packed_lm_head(); head.keep) {
+    m->output_ = head.view;
+    m->head_keep_ = std::move(head.keep);
+  } else {
+    m->output_.data = out->data;
+    m->output_.type = out->type;
+    m->output_.n_in = static_cast<int>(d);
+    m->output_.n_out = static_cast<int>(nv);
+  }
+  WeightView* const mats[] = {&m->eh_proj_, &m->wq_, &m->wk_, &m->wv_, &m->wo_, &m->w_gate_, &m->w_up_, &m->w_down_};
+  m->panels_ = pack_in_panels(mats, m->pool_.get(), [&](const WeightView& v) { f.release_pages(v.data, v.bytes()); });
   return m;
 }
 
 void MtpModel::linear(const float* x, const Mat& w, float* y, int n) const {
-  cpu::linear(x, w.data, w.type, y, n, w.n_in, w.n_out, pool_.get());
+  linear_view(x, w, y, n, pool_.get());
 }
 
 void MtpModel::forward(std::span<const int32_t> next_token, const float* h, std::span<const int32_t> pos,
@@ -237,9 +254,12 @@ void MtpModel::forward(std::span<const int32_t> next_token, const float* h, std:
 
   // Attention block.
   cpu::rmsnorm(x, attn_norm_.data(), xb, n, cfg_.d_model, eps);
-  linear(xb, wq_, q, n);
-  linear(xb, wk_, kk, n);
-  linear(xb, wv_, vv, n);
+  {
+    const cpu::LinearJob qkv[3] = {linear_job(xb, wq_, q, n),
+                                   linear_job(xb, wk_, kk, n),
+                                   linear_job(xb, wv_, vv, n)};
+    cpu::linear_multi(qkv, pool_.get());
+  }
   cpu::rope(q, pos.data(), n, cfg_.n_head, cfg_.head_dim, cfg_.rope_theta);
   cpu::rope(kk, pos.data(), n, cfg_.n_head_kv, cfg_.head_dim, cfg_.rope_theta);
   const size_t slots = static_cast<size_t>(kv_pos0) + un;
@@ -278,8 +298,12 @@ void MtpModel::forward(std::span<const int32_t> next_token, const float* h, std:
 
   // SwiGLU FFN.
   cpu::rmsnorm(x, ffn_norm_.data(), xb, n, cfg_.d_model, eps);
-  linear(xb, w_gate_, gate, n);
-  linear(xb, w_up_, up, n);
+  {
+    const cpu::LinearJob gu[2] = {
+        linear_job(xb, w_gate_, gate, n),
+        linear_job(xb, w_up_, up, n)};
+    cpu::linear_multi(gu, pool_.get());
+  }
   cpu::swiglu(gate, up, gate, static_cast<int64_t>(un * ff));
   linear(gate, w_down_, tmp, n);
   cpu::add_inplace(x, tmp, static_cast<int64_t>(un * d));

@@ -23,6 +23,7 @@
 
 #include "engine/drafters/bind_error.h"
 #include "engine/gguf.h"
+#include "engine/panel_arena.h"
 #include "kernels/dtype.h"
 
 namespace specchat {
@@ -87,6 +88,10 @@ class MtpModel {
   const MtpConfig& config() const { return cfg_; }
   const std::string& path() const { return path_; }
   int kv_dim() const { return cfg_.n_head_kv * cfg_.head_dim; }
+  // Bytes of the head's matrices packed in panels at load (0: none; engine/panel_arena.h).
+  size_t packed_bytes() const { return panels_.bytes; }
+  // True when the LM head is the target's packed one (LlamaModel::packed_lm_head), not a copy.
+  bool shares_target_head() const { return head_keep_ != nullptr; }
 
   // Runs the head over n rows and appends their K/V to st at slots [st.n, st.n + n) (st.n grows
   // by n). Row r: next_token[r] = t_{i+1} (in [0, n_vocab), else std::invalid_argument), h row r
@@ -103,11 +108,7 @@ class MtpModel {
 
  private:
   MtpModel() = default;
-  struct Mat {
-    const void* data = nullptr;
-    DType type = DType::f32;
-    int n_in = 0, n_out = 0;
-  };
+  using Mat = WeightView;  // F16/BF16 ones packed in panels at load (engine/panel_arena.h)
   void linear(const float* x, const Mat& w, float* y, int n) const;
 
   MtpConfig cfg_;
@@ -123,6 +124,8 @@ class MtpModel {
   // head's
   Mat eh_proj_, wq_, wk_, wv_, wo_, w_gate_, w_up_, w_down_;
   std::vector<float> enorm_, hnorm_, attn_norm_, ffn_norm_;
+  PanelArena panels_;                      // the head's F16/BF16 matrices, packed
+  std::shared_ptr<const void> head_keep_;  // the target's packed LM head's arena, when output_ is it
 };
 
 }  // namespace specchat

@@ -307,3 +307,51 @@ TEST_CASE("dflash: logits match the recipe's reference vectors", "[model][drafte
     CHECK(err <= tol);
   }
 }
+
+// The bundled block drafter's products run on panels (its F16 matrices packed at load) and its
+// LM head is the target's packed one, shared; with SPECCHAT_CPU_PACK=0 both stay row-major in
+// the mappings. The logits agree up to summation order either way.
+TEST_CASE("dflash: the bundled drafter packs its matrices and shares the target's packed LM head", "[model][drafters]") {
+  const std::string path = test::models_dir() + "/specchat-dflash.gguf";
+  if (!std::filesystem::exists(path)) {
+    WARN("SKIPPED: " << path << " is absent");
+    return;
+  }
+  LlamaModel::Options o;
+  o.n_ctx = 256;
+  o.n_threads = 2;
+  DFlashOptions dopt;
+  dopt.check_sha256 = false;
+  auto run = [&](bool pack, std::vector<float>& logits) {
+    if (!pack) ::setenv("SPECCHAT_CPU_PACK", "0", 1);
+    auto target = LlamaModel::load(test::target_model(), o);
+    const auto m = DFlashModel::load(path, *target, dopt);
+    ::unsetenv("SPECCHAT_CPU_PACK");
+    if (pack) {
+      CHECK(target->packed_lm_head().keep != nullptr);
+      CHECK(m->shares_target_head());
+      // 2 layers of d 320 (Q, K, V, O, gate, up, down) and fc (960 -> 320), F16: ~4.6 MB.
+      CHECK(m->packed_bytes() > 4'000'000);
+    } else {
+      CHECK(target->packed_lm_head().keep == nullptr);
+      CHECK_FALSE(m->shares_target_head());
+      CHECK(m->packed_bytes() == 0);
+    }
+    const test::OwnedHidden h = test::random_hidden(m->config().taps, 30, m->config().d_model, 11);
+    DFlashState st = m->new_state();
+    m->append_context(st, 0, h.view());
+    logits.assign(static_cast<size_t>(m->block_size() - 1) * static_cast<size_t>(m->config().n_vocab), 0.0f);
+    m->draft_block(st, 42, 30, logits);
+  };
+  std::vector<float> packed, mapped;
+  run(true, packed);
+  run(false, mapped);
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < packed.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(packed[i] - mapped[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(mapped[i])));
+  }
+  INFO("max |packed - row-major| " << err << ", max |logit| " << scale);
+  CHECK(scale > 1.0);
+  CHECK(err <= 1e-4 * scale);
+}

@@ -186,3 +186,52 @@ TEST_CASE("mtp forward: context rows and recursive rows match an f64 reference",
   // Temporary rows were dropped.
   CHECK(dr.n_observed() == n - 1);
 }
+
+// The bundled head's products run on panels (its F16 matrices packed at load) and its LM head is
+// the target's packed one, shared; with SPECCHAT_CPU_PACK=0 both stay row-major in the mappings.
+// The logits agree up to summation order either way.
+TEST_CASE("mtp: the bundled head packs its matrices and shares the target's packed LM head", "[model][mtp]") {
+  const std::string path = models_dir() + "/specchat-mtp.gguf";
+  if (!std::filesystem::exists(path)) {
+    WARN("SKIPPED: " << path << " is absent");
+    return;
+  }
+  LlamaModel::Options o;
+  o.n_ctx = 256;
+  o.n_threads = 2;
+  auto run = [&](bool pack, std::vector<float>& logits) {
+    if (!pack) ::setenv("SPECCHAT_CPU_PACK", "0", 1);
+    auto target = LlamaModel::load(target_model(), o);
+    MtpModel::Options mo;
+    mo.pool = target->cpu_pool();
+    const auto m = MtpModel::load(path, *target, mo);
+    ::unsetenv("SPECCHAT_CPU_PACK");
+    CHECK(m->shares_target_head() == pack);
+    if (pack) {
+      CHECK(m->packed_bytes() > 1'000'000);  // eh_proj 640 -> 320 and one layer of d 320, F16
+    } else {
+      CHECK(m->packed_bytes() == 0);
+    }
+    const int d = m->config().d_model, n = 5;
+    std::vector<float> h(static_cast<size_t>(n) * static_cast<size_t>(d)), g(h.size());
+    std::mt19937 rng(5);
+    std::normal_distribution<float> u(0.0f, 1.0f);
+    for (float& x : h) x = u(rng);
+    const std::vector<int32_t> next = {17, 900, 33, 4000, 5}, pos = {0, 1, 2, 3, 4};
+    MtpState st;
+    m->forward(next, h.data(), pos, 0, nullptr, st, g.data());
+    logits.assign(static_cast<size_t>(n) * static_cast<size_t>(m->config().n_vocab), 0.0f);
+    m->logits(g.data(), n, logits.data(), st);
+  };
+  std::vector<float> packed, mapped;
+  run(true, packed);
+  run(false, mapped);
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < packed.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(packed[i] - mapped[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(mapped[i])));
+  }
+  INFO("max |packed - row-major| " << err << ", max |logit| " << scale);
+  CHECK(scale > 1.0);
+  CHECK(err <= 1e-4 * scale);
+}
