@@ -201,7 +201,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
 
   // Auto: N, D and the shape minimising the modelled time per token (Sequoia §3.3).
   StepTimings t = cal.timings;
-  p.timings_source = "calibration";
+  p.timings_source = cal.timings_cached ? "cache" : "calibration";
   if (!t.valid()) {
     p.timings_source = "measured";
     if (ctx.measure_timings) t = ctx.measure_timings();
@@ -264,8 +264,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
         return t;
       }
       try {
-        cache_calibration_timings(ctx.calibration, target.path(), draft->path(), t, setup,
-                                  static_cast<int>(tctx.size()), kReps);
+        cache_calibration_timings(target.path(), draft->path(), t, setup, static_cast<int>(tctx.size()), kReps);
       } catch (const std::exception& e) {
         cache_warning = std::string("could not cache the timings: ") + e.what();
       }

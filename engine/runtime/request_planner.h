@@ -78,7 +78,9 @@ struct TreePlan {
   std::vector<double> accept_by_rank;
   std::string calibration_path;
   bool calibration_found = false;
-  // Auto plans: where the timings came from ("calibration" or "measured"), the choice (its
+  // Auto plans: where the timings came from ("calibration": the calibration file's table,
+  // "cache": those an earlier auto run measured and cached (timing_cache_path), or "measured":
+  // timed now, then cached), the choice (its
   // expected tokens per step, modelled step time in ms) and the modelled plain decoding time
   // per token (ms, t_verify(0)). Empty/zero for other plans. Auto plans of the block and MTP
   // drafters come from measured configurations (feature_calibration.h): timings_source
@@ -165,8 +167,9 @@ class RequestPlanner {
   //    usable calibration, a dynamic tree (warning naming the fix).
   //  - optimal (Sequoia §3.1): the tree for (node_budget, depth) from the calibration's
   //    acceptance vector. auto (Sequoia §3.3): choose_budget over N ≤ min(64, max_nodes) with
-  //    the calibration's timings for this thread count, else timings measured now on `prompt`
-  //    and cached in the calibration file; plain decoding when drafting does not pay.
+  //    the calibration's timings for this setup, else those cached by an earlier auto run, else
+  //    timings measured now on `prompt` and cached in the user's timing cache (timing_cache_path;
+  //    the calibration file is never written); plain decoding when drafting does not pay.
   //  - THE fallback: when the calibration is missing, for other model files, unreadable or
   //    without a usable acceptance vector, the prior a[r] = 0.5^(r+1) (r < 8) stands in for it,
   //    with a warning naming the problem (acceptance_source "fallback"). The requested shape

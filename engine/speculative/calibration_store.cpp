@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -120,17 +121,64 @@ Calibration load_calibration_unguarded(const std::string& target_path, const std
   return c;
 }
 
+// The timing cache's object for the pair, null when absent, unreadable or made for other files.
+json cached_timings_doc(const std::string& path, const std::string& target_path, const std::string& draft_path) {
+  if (path.empty()) return json();
+  std::ifstream in(path);
+  if (!in) return json();
+  json doc = json::parse(in, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !calibration_describes_file(doc.value("target", json()), target_path) ||
+      !calibration_describes_file(doc.value("draft", json()), draft_path)) {
+    return json();
+  }
+  return doc;
+}
+
 }  // namespace
 
 Calibration load_calibration(const std::string& target_path, const std::string& draft_path, const TimingSetup& setup) {
+  Calibration c;
   try {
-    return load_calibration_unguarded(target_path, draft_path, setup);
+    c = load_calibration_unguarded(target_path, draft_path, setup);
   } catch (const std::exception& e) {  // a shape no reader above foresaw: unreadable, never fatal
-    Calibration c;
+    c = Calibration{};
     c.path = calibration_path(draft_path);
     c.status = Calibration::Status::unreadable;
     c.problem = "calibration " + c.path + " could not be read (" + e.what() + ")";
-    return c;
+  }
+  if (!c.timings.valid()) {
+    try {
+      const json cached = cached_timings_doc(timing_cache_path(draft_path), target_path, draft_path);
+      c.timings = calibration_timings_of(cached, setup);
+      c.timings_cached = c.timings.valid();
+    } catch (const std::exception&) {  // an unreadable cache is no cache
+      c.timings = {};
+    }
+  }
+  return c;
+}
+
+std::string timing_cache_dir() {
+  const auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  if (!env("SPECCHAT_CACHE_DIR").empty()) return env("SPECCHAT_CACHE_DIR");
+  const std::string xdg = env("XDG_CACHE_HOME");
+  if (!xdg.empty() && xdg.front() == '/') return xdg + "/specchat";  // the spec: relative ones are ignored
+  if (!env("HOME").empty()) return env("HOME") + "/.cache/specchat";
+  return "";
+}
+
+std::string timing_cache_path(const std::string& draft_path) {
+  const std::string dir = timing_cache_dir();
+  if (dir.empty()) return "";
+  try {
+    std::string stem = fs::path(draft_path).filename().string();
+    if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
+    return (fs::path(dir) / "timings" / (stem + "-" + file_fingerprint(draft_path) + ".json")).string();
+  } catch (const std::exception&) {
+    return "";
   }
 }
 
@@ -293,21 +341,25 @@ void write_calibration_file(const std::string& path, const json& j) {
   if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
 }
 
-void cache_calibration_timings(const Calibration& c, const std::string& target_path, const std::string& draft_path,
-                               const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps) {
-  if (c.status != Calibration::Status::ok && c.status != Calibration::Status::missing) return;
-  json updated = c.status == Calibration::Status::ok
-                     ? c.doc
-                     : json{{"version", kCalibrationVersion}, {"backend", kCalibrationBackend}};
-  // In a file `calibrate` wrote, the top-level "date" is when it measured the acceptance: kept.
-  // The table carries its own.
-  if (c.status != Calibration::Status::ok) updated["date"] = utc_now_iso8601();
+std::string cache_calibration_timings(const std::string& target_path, const std::string& draft_path,
+                                      const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps) {
+  const std::string path = timing_cache_path(draft_path);
+  if (path.empty()) {
+    throw std::runtime_error("no cache folder (set SPECCHAT_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+  }
+  const json previous = cached_timings_doc(path, target_path, draft_path);
+  json updated = previous.is_object() ? previous
+                                      : json{{"version", kCalibrationVersion}, {"backend", kCalibrationBackend}};
   updated["target"] = calibration_file_info(target_path);
   updated["draft"] = calibration_file_info(draft_path);
   json table = calibration_timings_json(t, setup, context_tokens, reps);
   table["date"] = utc_now_iso8601();
-  store_calibration_timings(updated, table, c.doc);
-  write_calibration_file(c.path, updated);
+  store_calibration_timings(updated, table, previous);
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  if (ec) throw std::runtime_error("cannot create " + fs::path(path).parent_path().string() + ": " + ec.message());
+  write_calibration_file(path, updated);
+  return path;
 }
 
 }  // namespace specchat

@@ -91,15 +91,19 @@ struct Calibration {
   // `specchat-cli calibrate`)"); "" when it is usable.
   std::string problem;
   std::vector<double> accept_by_rank;  // [R] a[r], each finite in [0, 1]; empty = none usable
-  StepTimings timings;                 // for this backend and thread count; !valid() = none
+  // For this backend and setup: the calibration file's table, else the timing cache's
+  // (timing_cache_path; timings_cached); !valid() = none.
+  StepTimings timings;
+  bool timings_cached = false;
   nlohmann::json doc;                  // the file's object when status is ok, else null
 
   bool has_acceptance() const { return !accept_by_rank.empty(); }
 };
 
 // Reads the calibration of the pair (target_path, draft_path) from calibration_path(draft_path).
-// `setup` selects the timings (calibration_timings_from_json). Never throws: every problem is a
-// status and a `problem` text.
+// `setup` selects the timings (calibration_timings_from_json); when the file has none for it
+// (or there is no usable file), those `--tree auto` cached for this pair and setup
+// (timing_cache_path) are taken. Never throws: every problem is a status and a `problem` text.
 Calibration load_calibration(const std::string& target_path, const std::string& draft_path, const TimingSetup& setup);
 
 // Whether a stored {"size", "fingerprint"} entry (calibration_file_info) describes the file at
@@ -130,12 +134,20 @@ std::string utc_now_iso8601();
 // Writes `j` (indented) through a temporary file and a rename, so readers never see half a
 // file. Throws std::runtime_error when it cannot be written.
 void write_calibration_file(const std::string& path, const nlohmann::json& j);
-// Stores timings measured now (the table dated now) into `c`'s file: into its object when status
-// is ok (its top-level date, when the acceptance was measured, is kept), a new file (version,
-// backend, date, model infos, timings; no acceptance) when it is missing; does nothing
-// for a file that is unreadable or belongs to other models (it is not ours to overwrite).
-// Throws std::runtime_error when the write fails.
-void cache_calibration_timings(const Calibration& c, const std::string& target_path, const std::string& draft_path,
-                               const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps);
+// Where `--tree auto` keeps the timings it measures (never in the calibration file beside the
+// draft, which may be read-only, e.g. installed models, or tracked in a repository):
+// $SPECCHAT_CACHE_DIR, else $XDG_CACHE_HOME/specchat (an absolute XDG_CACHE_HOME), else
+// $HOME/.cache/specchat; "" when none of them is set.
+std::string timing_cache_dir();
+// The timing cache of one draft file: <timing_cache_dir()>/timings/<draft file name without
+// .gguf>-<file_fingerprint>.json, a calibration object with timing tables only (target, draft,
+// timings_by_setup, timings). "" when there is no cache directory or the draft cannot be read.
+std::string timing_cache_path(const std::string& draft_path);
+// Stores timings measured now (the table dated now, beside the cache's tables of other setups)
+// into timing_cache_path(draft_path), creating its folders; a cache file made for other model
+// files is replaced. Returns the path written. Throws std::runtime_error when there is no cache
+// directory or the write fails.
+std::string cache_calibration_timings(const std::string& target_path, const std::string& draft_path,
+                                      const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps);
 
 }  // namespace specchat

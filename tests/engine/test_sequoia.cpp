@@ -16,6 +16,7 @@
 #include "engine/model.h"
 #include "engine/speculative/budget.h"
 #include "engine/speculative/calibration.h"
+#include "engine/speculative/calibration_store.h"
 #include "engine/speculative/sequoia.h"
 #include "model_fixture.h"
 
@@ -431,7 +432,7 @@ TEST_CASE("cli calibrate writes a valid calibration - auto uses it", "[model][se
   CHECK(opt.json.at("tree") == "optimal");
 }
 
-TEST_CASE("cli --tree auto without a calibration warns, measures and caches the timings", "[model][sequoia][cli]") {
+TEST_CASE("cli --tree auto without a calibration warns, measures and caches the timings in the cache folder", "[model][sequoia][cli]") {
   LinkedPair lp("auto");
   const std::vector<std::string> args = {"generate", "--json", "--model", lp.target, "--draft", lp.draft, "--tree",
                                          "auto", "-n", "8", "--prompt", "Once upon a time"};
@@ -445,14 +446,18 @@ TEST_CASE("cli --tree auto without a calibration warns, measures and caches the 
   const int n = r.json.at("tree_plan").at("node_budget");
   CHECK(n >= 0);
   CHECK(n <= 64);
-  const json c = read_file_json(lp.calibration);
+  // Cached in the user's timing cache (the test process's own: tests/test_cache_dir.h), not in
+  // a calibration file beside the draft.
+  CHECK_FALSE(fs::exists(lp.calibration));
+  const json c = read_file_json(timing_cache_path(lp.draft));
   REQUIRE(c.is_object());
   CHECK_FALSE(c.contains("acceptance"));
   CHECK(c.at("timings").at("verify_ms").size() == 8);
   // The second run reads the cached timings.
   r = test::run_cli(args);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.json.at("tree_plan").at("timings_source") == "calibration");
+  CHECK(r.json.at("tree_plan").at("timings_source") == "cache");
+  CHECK_FALSE(fs::exists(lp.calibration));
 }
 
 TEST_CASE("cli --tree optimal: greedy compare is identical to baseline", "[model][sequoia][cli]") {

@@ -1,6 +1,7 @@
 // RequestPlanner's timing cache (engine/runtime/request_planner.cpp, plan_tree with a bound
-// pair): what `--tree auto` measures on the request's context and writes into the draft's
-// calibration file, end to end through the CLI on copies of the bundled pair.
+// pair): what `--tree auto` measures on the request's context and caches (timing_cache_path, in
+// this test process's own cache folder: tests/test_cache_dir.h), end to end through the CLI on
+// copies of the bundled pair.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>

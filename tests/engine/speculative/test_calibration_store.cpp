@@ -1,6 +1,7 @@
-// The model drafter's calibration file (engine/speculative/calibration_store.h): timing tables
-// kept per setup (threads, KV type, activation rounding), so alternating setups do not replace
-// each other's tables, and a file written before the per-setup list still serves its table.
+// The model drafter's calibration file and `--tree auto`'s timing cache
+// (engine/speculative/calibration_store.h): timing tables kept per setup (threads, KV type,
+// activation rounding, machine), so alternating setups do not replace each other's tables, and a
+// file written before the per-setup list still serves its table.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -24,17 +26,31 @@ using nlohmann::json;
 namespace {
 
 // Two small stand-in model files (a calibration names files by size and fingerprint only).
+// Its own timing cache folder too (SPECCHAT_CACHE_DIR, restored at the end), so test cases of
+// one process do not share cached tables.
 struct ScratchPair {
   fs::path dir;
+  std::string saved_cache;
   ScratchPair() {
     dir = fs::temp_directory_path() / ("specchat-calstore-" + std::to_string(::getpid()));
     fs::create_directories(dir);
     std::ofstream(dir / "t.gguf") << "target bytes";
     std::ofstream(dir / "d.gguf") << "draft bytes, other";
+    const char* c = std::getenv("SPECCHAT_CACHE_DIR");
+    saved_cache = c ? c : "";
+    ::setenv("SPECCHAT_CACHE_DIR", (dir / "cache").c_str(), 1);
   }
-  ~ScratchPair() { fs::remove_all(dir); }
+  ~ScratchPair() {
+    ::setenv("SPECCHAT_CACHE_DIR", saved_cache.c_str(), 1);
+    fs::remove_all(dir);
+  }
   std::string target() const { return (dir / "t.gguf").string(); }
   std::string draft() const { return (dir / "d.gguf").string(); }
+  // The timing cache's object (cache_calibration_timings), null when absent.
+  json cache() const {
+    std::ifstream in(timing_cache_path(draft()));
+    return in ? json::parse(in, nullptr, false) : json();
+  }
 };
 
 StepTimings table(double scale) {
@@ -67,31 +83,33 @@ TEST_CASE("calibration store: alternating setups keep one timing table each", "[
   const TimingSetup one{1, "f16", "f32"}, two{1, "f16", "q8"}, f32kv{1, "f32", "f32"};
   Calibration c = load_calibration(p.target(), p.draft(), one);
   REQUIRE(c.status == Calibration::Status::missing);
-  cache_calibration_timings(c, p.target(), p.draft(), table(1), one, 64, 3);
+  cache_calibration_timings(p.target(), p.draft(), table(1), one, 64, 3);
   c = load_calibration(p.target(), p.draft(), two);
-  REQUIRE(c.status == Calibration::Status::ok);
+  CHECK(c.status == Calibration::Status::missing);  // the cache is not the calibration file
   CHECK_FALSE(c.timings.valid());
-  cache_calibration_timings(c, p.target(), p.draft(), table(2), two, 64, 3);
+  cache_calibration_timings(p.target(), p.draft(), table(2), two, 64, 3);
   c = load_calibration(p.target(), p.draft(), f32kv);
   CHECK_FALSE(c.timings.valid());
-  cache_calibration_timings(c, p.target(), p.draft(), table(3), f32kv, 64, 3);
+  cache_calibration_timings(p.target(), p.draft(), table(3), f32kv, 64, 3);
 
   CHECK(load_calibration(p.target(), p.draft(), one).timings.draft_ms.at(0) == Approx(1.0));
   CHECK(load_calibration(p.target(), p.draft(), two).timings.draft_ms.at(0) == Approx(2.0));
   CHECK(load_calibration(p.target(), p.draft(), f32kv).timings.draft_ms.at(0) == Approx(3.0));
   // Re-timing a setup replaces its table only.
   c = load_calibration(p.target(), p.draft(), two);
-  cache_calibration_timings(c, p.target(), p.draft(), table(5), two, 64, 3);
+  cache_calibration_timings(p.target(), p.draft(), table(5), two, 64, 3);
   c = load_calibration(p.target(), p.draft(), two);
   CHECK(c.timings.draft_ms.at(0) == Approx(5.0));
-  CHECK(c.doc["timings_by_setup"].size() == 3);
-  CHECK(c.doc["timings"]["activations"] == "q8");  // the latest at "timings"
+  CHECK(c.timings_cached);
+  const json cache = p.cache();
+  CHECK(cache["timings_by_setup"].size() == 3);
+  CHECK(cache["timings"]["activations"] == "q8");  // the latest at "timings"
   CHECK(load_calibration(p.target(), p.draft(), one).timings.draft_ms.at(0) == Approx(1.0));
 }
 
 TEST_CASE("calibration store: a file with only \"timings\" keeps it when another setup is added", "[unit][calibration]") {
   ScratchPair p;
-  const TimingSetup one{1, "f16", "f32"}, two{1, "f32", "f32"};
+  const TimingSetup one{1, "f16", "f32"}, f32kv{1, "f32", "f32"}, q8{1, "f16", "q8"};
   json doc{{"version", kCalibrationVersion},
            {"target", calibration_file_info(p.target())},
            {"draft", calibration_file_info(p.draft())},
@@ -100,9 +118,13 @@ TEST_CASE("calibration store: a file with only \"timings\" keeps it when another
   write_calibration_file(calibration_path(p.draft()), doc);
   Calibration c = load_calibration(p.target(), p.draft(), one);
   REQUIRE(c.timings.valid());
-  cache_calibration_timings(load_calibration(p.target(), p.draft(), two), p.target(), p.draft(), table(2), two, 64, 3);
+  // Its table serves any KV type (not recorded), so the file's wins for f32 KV too; the cache
+  // serves the setup the file has no table for.
+  cache_calibration_timings(p.target(), p.draft(), table(2), q8, 64, 3);
   CHECK(load_calibration(p.target(), p.draft(), one).timings.draft_ms.at(0) == Approx(1.0));
-  CHECK(load_calibration(p.target(), p.draft(), two).timings.draft_ms.at(0) == Approx(2.0));
+  CHECK(load_calibration(p.target(), p.draft(), f32kv).timings.draft_ms.at(0) == Approx(1.0));
+  CHECK(load_calibration(p.target(), p.draft(), q8).timings.draft_ms.at(0) == Approx(2.0));
+  CHECK(load_calibration(p.target(), p.draft(), one).doc == doc);
 }
 
 TEST_CASE("calibration store: setups are described and matched", "[unit][calibration]") {
@@ -173,7 +195,7 @@ TEST_CASE("calibration store: values of the wrong JSON type are ignored and neve
 
 TEST_CASE("calibration store: re-timing drops entries that are not timing tables", "[unit][calibration]") {
   // Regression: `calibrate` kept a malformed entry of the list in the file it rewrote, so the
-  // file stayed broken however often it was re-made.
+  // file stayed broken however often it was re-made. The timing cache is rewritten the same way.
   ScratchPair p;
   const TimingSetup one{1, "f16", "f32"}, two{1, "f32", "f32"};
   json doc{{"version", kCalibrationVersion},
@@ -181,11 +203,13 @@ TEST_CASE("calibration store: re-timing drops entries that are not timing tables
            {"draft", calibration_file_info(p.draft())},
            {"timings_by_setup", json::array({json{{"backend", 5}, {"threads", 1}}, json("text"),
                                              calibration_timings_json(table(2), two, 64, 3)})}};
-  write_calibration_file(calibration_path(p.draft()), doc);
-  cache_calibration_timings(load_calibration(p.target(), p.draft(), one), p.target(), p.draft(), table(1), one, 64, 3);
+  fs::create_directories(fs::path(timing_cache_path(p.draft())).parent_path());
+  write_calibration_file(timing_cache_path(p.draft()), doc);
+  cache_calibration_timings(p.target(), p.draft(), table(1), one, 64, 3);
   const Calibration c = load_calibration(p.target(), p.draft(), one);
-  REQUIRE(c.doc["timings_by_setup"].is_array());
-  CHECK(c.doc["timings_by_setup"].size() == 2);  // the other setup's table and the new one
+  const json cache = p.cache();
+  REQUIRE(cache["timings_by_setup"].is_array());
+  CHECK(cache["timings_by_setup"].size() == 2);  // the other setup's table and the new one
   CHECK(c.timings.draft_ms.at(0) == Approx(1.0));
   CHECK(load_calibration(p.target(), p.draft(), two).timings.draft_ms.at(0) == Approx(2.0));
 }
@@ -266,13 +290,12 @@ TEST_CASE("calibration store: timing tables name their machine and another machi
   json old = e;
   old.erase("machine");
   CHECK(calibration_timings_from_json(old, there).valid());
-  // Each machine keeps its own table in one file (a file shared between machines).
+  // Each machine keeps its own table in one cache (a home folder shared between machines).
   Calibration c = load_calibration(p.target(), p.draft(), here);
-  cache_calibration_timings(c, p.target(), p.draft(), table(1), here, 64, 3);
+  cache_calibration_timings(p.target(), p.draft(), table(1), here, 64, 3);
   c = load_calibration(p.target(), p.draft(), there);
-  REQUIRE(c.status == Calibration::Status::ok);
   CHECK_FALSE(c.timings.valid());  // there, the first --tree auto times the models
-  cache_calibration_timings(c, p.target(), p.draft(), table(2), there, 64, 3);
+  cache_calibration_timings(p.target(), p.draft(), table(2), there, 64, 3);
   CHECK(load_calibration(p.target(), p.draft(), here).timings.draft_ms.at(0) == Approx(1.0));
   CHECK(load_calibration(p.target(), p.draft(), there).timings.draft_ms.at(0) == Approx(2.0));
 }
@@ -314,7 +337,7 @@ TEST_CASE("calibration store: the thread count follows the CPUs the process may 
 }
 #endif
 
-TEST_CASE("calibration store: caching timings keeps the date the acceptance was measured and dates the table", "[unit][calibration]") {
+TEST_CASE("calibration store: caching timings leaves the calibration file and its date alone and dates the table", "[unit][calibration]") {
   // Regression (break-it pass, 2026-12-05): `--tree auto` on a new machine replaced the file's
   // top-level "date" (when `calibrate` measured the acceptance) with the time it cached timings.
   ScratchPair p;
@@ -326,10 +349,12 @@ TEST_CASE("calibration store: caching timings keeps the date the acceptance was 
            {"acceptance", {{"accept_by_rank", {0.7, 0.2}}}}};
   write_calibration_file(calibration_path(p.draft()), doc);
   const TimingSetup one{1, "f16", "f32"};
-  cache_calibration_timings(load_calibration(p.target(), p.draft(), one), p.target(), p.draft(), table(1), one, 64, 3);
+  cache_calibration_timings(p.target(), p.draft(), table(1), one, 64, 3);
   const Calibration c = load_calibration(p.target(), p.draft(), one);
   REQUIRE(c.timings.valid());
-  CHECK(c.doc["date"] == measured);
-  REQUIRE(c.doc["timings"].contains("date"));
-  CHECK(c.doc["timings"]["date"].get<std::string>() != measured);
+  CHECK(c.timings_cached);
+  CHECK(c.doc == doc);  // the calibration file is not written at all
+  const json cache = p.cache();
+  REQUIRE(cache["timings"].contains("date"));
+  CHECK(cache["timings"]["date"].get<std::string>() != measured);
 }
