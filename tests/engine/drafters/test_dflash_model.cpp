@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/drafters/dflash_fixture.h"
+#include "engine/drafters/logit_diff.h"
 #include "engine/drafters/sha256.h"
 #include "test_paths.h"
 
@@ -343,15 +344,5 @@ TEST_CASE("dflash: the bundled drafter packs its matrices and shares the target'
     logits.assign(static_cast<size_t>(m->block_size() - 1) * static_cast<size_t>(m->config().n_vocab), 0.0f);
     m->draft_block(st, 42, 30, logits);
   };
-  std::vector<float> packed, mapped;
-  run(true, packed);
-  run(false, mapped);
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < packed.size(); ++i) {
-    err = std::max(err, static_cast<double>(std::fabs(packed[i] - mapped[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(mapped[i])));
-  }
-  INFO("max |packed - row-major| " << err << ", max |logit| " << scale);
-  CHECK(scale > 1.0);
-  CHECK(err <= 1e-4 * scale);
+  test::check_packed_matches_row_major(run);
 }

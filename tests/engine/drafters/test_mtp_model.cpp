@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "mtp_fixture.h"
+#include "logit_diff.h"
 #include "engine/drafters/mtp_model.h"
 #include "engine/drafters/sha256.h"
 
@@ -223,15 +224,5 @@ TEST_CASE("mtp: the bundled head packs its matrices and shares the target's pack
     logits.assign(static_cast<size_t>(n) * static_cast<size_t>(m->config().n_vocab), 0.0f);
     m->logits(g.data(), n, logits.data(), st);
   };
-  std::vector<float> packed, mapped;
-  run(true, packed);
-  run(false, mapped);
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < packed.size(); ++i) {
-    err = std::max(err, static_cast<double>(std::fabs(packed[i] - mapped[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(mapped[i])));
-  }
-  INFO("max |packed - row-major| " << err << ", max |logit| " << scale);
-  CHECK(scale > 1.0);
-  CHECK(err <= 1e-4 * scale);
+  test::check_packed_matches_row_major(run);
 }

@@ -22,6 +22,7 @@
 #include "engine/runtime/spec_settings.h"
 #include "engine/speculative/calibration_file.h"
 #include "engine/speculative/calibration_store.h"
+#include "engine/step_timings_fixture.h"
 
 using namespace specchat;
 namespace fs = std::filesystem;
@@ -56,12 +57,7 @@ std::vector<std::string> roles(const std::vector<ContextMessage>& m) {
 }
 
 StepTimings timings(double draft_ms, double verify_base_ms, double verify_per_node_ms) {
-  StepTimings t;
-  t.draft_widths = {1, 2, 4, 8, 16};
-  for (int w : t.draft_widths) t.draft_ms.push_back(draft_ms * (1 + 0.05 * w));
-  t.verify_nodes = {0, 1, 2, 4, 8, 16, 32, 64};
-  for (int n : t.verify_nodes) t.verify_ms.push_back(verify_base_ms + verify_per_node_ms * n);
-  return t;
+  return test::linear_timings(draft_ms, verify_base_ms, verify_per_node_ms);
 }
 
 PlanContext with_draft(int max_nodes = 127) {

@@ -13,21 +13,13 @@
 
 #include "engine/speculative/calibration_file.h"
 #include "engine/speculative/calibration_store.h"
+#include "engine/step_timings_fixture.h"
 
 using namespace specchat;
+using test::linear_timings;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Draft times draft_ms · (1 + 0.05 w) for widths w, verify times base + per_node · n.
-StepTimings timings(double draft_ms, double verify_base_ms, double verify_per_node_ms) {
-  StepTimings t;
-  t.draft_widths = {1, 2, 4, 8, 16};
-  for (int w : t.draft_widths) t.draft_ms.push_back(draft_ms * (1 + 0.05 * w));
-  t.verify_nodes = {0, 1, 2, 4, 8, 16, 32, 64};
-  for (int n : t.verify_nodes) t.verify_ms.push_back(verify_base_ms + verify_per_node_ms * n);
-  return t;
-}
 
 nlohmann::json read_file_json(const std::string& path) {
   std::ifstream in(path);
@@ -57,7 +49,7 @@ TEST_CASE("timing cache: auto's timings go to the cache folder, the calibration 
   Calibration c = load_calibration(target, draft, TimingSetup{2});
   CHECK(c.status == Calibration::Status::missing);
   CHECK_FALSE(c.timings.valid());
-  CHECK(cache_calibration_timings(target, draft, timings(1, 2, 3), TimingSetup{2}, 8, 1) == cache);
+  CHECK(cache_calibration_timings(target, draft, linear_timings(1, 2, 3), TimingSetup{2}, 8, 1) == cache);
   CHECK(fs::exists(cache));
   CHECK_FALSE(fs::exists(calibration_path(draft)));
   c = load_calibration(target, draft, TimingSetup{2});
@@ -67,20 +59,20 @@ TEST_CASE("timing cache: auto's timings go to the cache folder, the calibration 
   CHECK(c.timings.t_verify(0) == Approx(2.0));
   CHECK_FALSE(load_calibration(target, draft, TimingSetup{1}).timings.valid());
   // Another setup's table is kept beside it.
-  cache_calibration_timings(target, draft, timings(1, 5, 6), TimingSetup{1}, 8, 1);
+  cache_calibration_timings(target, draft, linear_timings(1, 5, 6), TimingSetup{1}, 8, 1);
   CHECK(load_calibration(target, draft, TimingSetup{2}).timings.valid());
   CHECK(load_calibration(target, draft, TimingSetup{1}).timings.t_verify(0) == Approx(5.0));
 
   // A calibration file with its own table for the setup wins over the cache, and is not written.
   const nlohmann::json cal{{"version", 1}, {"backend", "cpu"}, {"target", calibration_file_info(target)},
                            {"draft", calibration_file_info(draft)},
-                           {"timings", calibration_timings_json(timings(1, 9, 9), TimingSetup{2}, 8, 1)}};
+                           {"timings", calibration_timings_json(linear_timings(1, 9, 9), TimingSetup{2}, 8, 1)}};
   write_calibration_file(calibration_path(draft), cal);
   const auto written = fs::last_write_time(calibration_path(draft));
   c = load_calibration(target, draft, TimingSetup{2});
   CHECK_FALSE(c.timings_cached);
   CHECK(c.timings.t_verify(0) == Approx(9.0));
-  cache_calibration_timings(target, draft, timings(1, 7, 7), TimingSetup{2}, 8, 1);
+  cache_calibration_timings(target, draft, linear_timings(1, 7, 7), TimingSetup{2}, 8, 1);
   CHECK(fs::last_write_time(calibration_path(draft)) == written);
   CHECK(read_file_json(calibration_path(draft)) == cal);
 
@@ -91,7 +83,7 @@ TEST_CASE("timing cache: auto's timings go to the cache folder, the calibration 
   std::ofstream(target) << "another target";
   fs::remove(calibration_path(draft));
   CHECK_FALSE(load_calibration(target, draft, TimingSetup{1}).timings.valid());
-  cache_calibration_timings(target, draft, timings(1, 4, 4), TimingSetup{1}, 8, 1);
+  cache_calibration_timings(target, draft, linear_timings(1, 4, 4), TimingSetup{1}, 8, 1);
   CHECK(load_calibration(target, draft, TimingSetup{1}).timings.t_verify(0) == Approx(4.0));
 
   // No cache folder at all: nothing cached, a clear error.
@@ -102,7 +94,7 @@ TEST_CASE("timing cache: auto's timings go to the cache folder, the calibration 
   ::setenv("XDG_CACHE_HOME", "relative/ignored", 1);
   CHECK(timing_cache_dir().empty());
   CHECK(timing_cache_path(draft).empty());
-  CHECK_THROWS_WITH(cache_calibration_timings(target, draft, timings(1, 4, 4), TimingSetup{1}, 8, 1),
+  CHECK_THROWS_WITH(cache_calibration_timings(target, draft, linear_timings(1, 4, 4), TimingSetup{1}, 8, 1),
                     Catch::Contains("no cache folder"));
   ::setenv("XDG_CACHE_HOME", (dir / "xdg").c_str(), 1);
   CHECK(timing_cache_dir() == (dir / "xdg" / "specchat").string());
