@@ -200,6 +200,11 @@ std::shared_ptr<const MtpModel> MtpModel::load(const std::string& path, const Ll
     m->output_.n_in = static_cast<int>(d);
     m->output_.n_out = static_cast<int>(nv);
   }
+  m->rope_n_pos_ = target.n_ctx() + 64;
+  const size_t n_tab = static_cast<size_t>(m->rope_n_pos_) * static_cast<size_t>(c.head_dim / 2);
+  m->rope_cos_.resize(n_tab);
+  m->rope_sin_.resize(n_tab);
+  cpu::rope_table(m->rope_n_pos_, c.head_dim, c.rope_theta, m->rope_cos_.data(), m->rope_sin_.data());
   WeightView* const mats[] = {&m->eh_proj_, &m->wq_, &m->wk_, &m->wv_, &m->wo_, &m->w_gate_, &m->w_up_, &m->w_down_};
   m->panels_ = pack_in_panels(mats, m->pool_.get(), [&](const WeightView& v) { f.release_pages(v.data, v.bytes()); });
   return m;
@@ -260,8 +265,13 @@ void MtpModel::forward(std::span<const int32_t> next_token, const float* h, std:
                                    linear_job(xb, wv_, vv, n)};
     cpu::linear_multi(qkv, pool_.get());
   }
-  cpu::rope(q, pos.data(), n, cfg_.n_head, cfg_.head_dim, cfg_.rope_theta);
-  cpu::rope(kk, pos.data(), n, cfg_.n_head_kv, cfg_.head_dim, cfg_.rope_theta);
+  if (std::all_of(pos.begin(), pos.end(), [&](int32_t p) { return p < rope_n_pos_; })) {
+    cpu::rope_with_table(q, pos.data(), n, cfg_.n_head, cfg_.head_dim, rope_cos_.data(), rope_sin_.data());
+    cpu::rope_with_table(kk, pos.data(), n, cfg_.n_head_kv, cfg_.head_dim, rope_cos_.data(), rope_sin_.data());
+  } else {
+    cpu::rope(q, pos.data(), n, cfg_.n_head, cfg_.head_dim, cfg_.rope_theta);
+    cpu::rope(kk, pos.data(), n, cfg_.n_head_kv, cfg_.head_dim, cfg_.rope_theta);
+  }
   const size_t slots = static_cast<size_t>(kv_pos0) + un;
   if (st.k.size() < slots * kvd) {
     const size_t cap = std::max(slots, static_cast<size_t>(kv_pos0) * 2) * kvd;

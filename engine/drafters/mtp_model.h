@@ -124,6 +124,10 @@ class MtpModel {
   // head's
   Mat eh_proj_, wq_, wk_, wv_, wo_, w_gate_, w_up_, w_down_;
   std::vector<float> enorm_, hnorm_, attn_norm_, ffn_norm_;
+  // RoPE table (cpu::rope_table: the same bits as cpu::rope) for positions [0, rope_n_pos_):
+  // the target's context and 64 drafted positions past it; rows past it compute their angles.
+  int rope_n_pos_ = 0;
+  std::vector<float> rope_cos_, rope_sin_;  // [rope_n_pos_, head_dim / 2]
   PanelArena panels_;                      // the head's F16/BF16 matrices, packed
   std::shared_ptr<const void> head_keep_;  // the target's packed LM head's arena, when output_ is it
 };
