@@ -1,8 +1,9 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <numeric>
+#include <cstring>
 
 #include "kernels/cpu/sampling.h"
 
@@ -109,6 +110,58 @@ void append_best(std::span<const float> logits, int32_t after, size_t c, std::ve
     std::sort(spare.begin(), mid, by);
     dst.insert(dst.end(), spare.begin(), mid);
   }
+}
+
+// Order-preserving key of a finite logit for a descending sort: larger logits get smaller keys;
+// -0.0 and +0.0 (equal) get one key.
+inline uint32_t descending_key(float logit) {
+  uint32_t u;
+  const float f = logit + 0.0f;  // -0.0 + 0.0 = +0.0
+  std::memcpy(&u, &f, sizeof u);
+  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ~ascending;
+}
+
+// ids = 0 … n − 1 in ByLogit order (larger logit first, equal logits by the lower id): an LSD
+// radix sort on descending_key in passes of 11 bits (stable, and the ids start ascending, so
+// equal keys keep ascending ids), O(n) where std::sort with ByLogit was O(n log n) with an
+// indirect comparison (4096 ids: about a tenth of its time). The same order as that sort for
+// finite logits. A pass whose digit is the same for every id is skipped.
+void sort_all_by_logit(std::span<const float> logits, std::vector<int32_t>& ids, SamplerScratch& s) {
+  const size_t n = logits.size();
+  s.keys.resize(n);
+  s.keys_out.resize(n);
+  s.order.resize(n);
+  ids.resize(n);
+  // Ping-pong between the caller's buffer and the scratch by pointer (the vectors keep their
+  // storage: a warmed-up loop neither allocates nor moves them).
+  uint32_t *keys = s.keys.data(), *keys_out = s.keys_out.data();
+  int32_t *cur = ids.data(), *next = s.order.data();
+  for (size_t i = 0; i < n; ++i) {
+    cur[i] = static_cast<int32_t>(i);
+    keys[i] = descending_key(logits[i]);
+  }
+  constexpr int kBits = 11;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  for (int shift = 0; shift < 32; shift += kBits) {
+    std::array<uint32_t, size_t{1} << kBits> start{};
+    for (size_t i = 0; i < n; ++i) ++start[(keys[i] >> shift) & kMask];
+    if (start[(keys[0] >> shift) & kMask] == n) continue;  // one digit for all: order unchanged
+    uint32_t sum = 0;
+    for (uint32_t& c : start) {
+      const uint32_t here = c;
+      c = sum;
+      sum += here;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t at = start[(keys[i] >> shift) & kMask]++;
+      keys_out[at] = keys[i];
+      next[at] = cur[i];
+    }
+    std::swap(keys, keys_out);
+    std::swap(cur, next);
+  }
+  if (cur != ids.data()) std::copy(cur, cur + n, ids.data());
 }
 
 // exp((logit - mx) / T), in double: the softmax weight of one id. Written exactly as the
@@ -229,10 +282,8 @@ void process_logits(std::span<const float> logits, const SamplingParams& p, Dist
     nucleus(logits, p, scratch, out);
   } else {
     // Pure temperature sampling: every id is in the distribution, in descending order (sample()
-    // walks them in that order), so this one case still sorts the whole vocabulary.
-    out.ids.resize(n);
-    std::iota(out.ids.begin(), out.ids.end(), 0);
-    std::sort(out.ids.begin(), out.ids.end(), ByLogit{logits.data()});
+    // walks them in that order), so this one case sorts the whole vocabulary (a radix sort).
+    sort_all_by_logit(logits, out.ids, scratch);
     finish_sorted(logits, p, out);
   }
 }

@@ -45,6 +45,7 @@ struct Distribution {
 // meaningless.
 struct SamplerScratch {
   std::vector<int32_t> order;  // [n_vocab] token ids, partially sorted by descending logit
+  std::vector<uint32_t> keys, keys_out;  // [n_vocab] radix-sort keys (pure temperature sampling)
 };
 
 // logits: [n_vocab] raw f32 logits (finite; the engine refuses non-finite ones). Writes the
@@ -62,7 +63,8 @@ struct SamplerScratch {
 // Cost: top_k > 0: one pass over the logits plus O(k log k) (top_k < n_vocab / 16; else
 // nth_element); top_p < 1 alone: n_vocab exp() for the normaliser plus sorting only the
 // selected prefix (in chunks of 64, 256, ...); pure temperature sampling (neither restricts): a
-// full O(n_vocab log n_vocab) sort, since every id is in the distribution in that order.
+// full sort, since every id is in the distribution in that order (an O(n_vocab) radix sort on
+// the logits' bits, three passes of 11 bits).
 void process_logits(std::span<const float> logits, const SamplingParams& params, Distribution& out,
                     SamplerScratch& scratch);
 

@@ -198,8 +198,9 @@ int cmd_bench(BenchOptions& o) {
   // chain or tree label: left out.
   const bool model_rows = pair.draft != nullptr;
   if (!model_rows) {
-    std::fprintf(stderr, "note: no draft model (--draft %s): the draft-model rows (chain, dynamic, optimal) are left out\n",
-                 c.draft.c_str());
+    const std::string why = c.draft.empty() ? "none found for the target" : "--draft " + c.draft;
+    std::fprintf(stderr, "note: no draft model (%s): the draft-model rows (chain, dynamic, optimal) are left out\n",
+                 why.c_str());
   }
   if (model_rows) {
     for (int k : o.chain_ks) cfgs.push_back(make("chain", k, "chain", k, 1, "model"));

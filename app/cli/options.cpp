@@ -225,6 +225,10 @@ std::string refused_combination(const CLI::App& sub, const CommonOptions& o) {
     for (const char* f : {"--node-budget", "--depth", "--branch"}) {
       if (given(f)) return std::string(f) + " does not apply to --tree chain (a chain is --draft-k tokens long)";
     }
+  } else if (o.tree == "auto" && (given("--node-budget") || given("--depth") || given("--branch"))) {
+    for (const char* f : {"--node-budget", "--depth", "--branch"}) {
+      if (given(f)) return std::string(f) + " does not apply to --tree auto (it chooses N, D and the shape from measured timings)";
+    }
   } else if (given("--draft-k") && o.draft_k > 0) {  // dynamic, optimal or auto
     return "--draft-k sets a chain's length; --tree " + o.tree +
            (o.tree == "auto" ? " chooses the shape from measured timings" : " is sized by --node-budget and --depth");

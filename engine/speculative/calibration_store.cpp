@@ -1,10 +1,13 @@
 #include "engine/speculative/calibration_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <cstdlib>
+#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +28,18 @@ std::string json_string_or(const json& j, const char* key, const std::string& df
   if (!j.is_object()) return dflt;
   const auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : dflt;
+}
+
+const json& json_member(const json& j, const char* key) {
+  static const json null_value;
+  if (!j.is_object()) return null_value;
+  const auto it = j.find(key);
+  return it == j.end() ? null_value : *it;
+}
+
+bool json_regular_file(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
 }
 
 bool calibration_describes_file(const json& stored, const std::string& path) {
@@ -95,6 +110,12 @@ Calibration load_calibration_unguarded(const std::string& target_path, const std
                                        const TimingSetup& setup) {
   Calibration c;
   c.path = calibration_path(draft_path);
+  std::error_code ec;
+  if (fs::exists(c.path, ec) && !json_regular_file(c.path)) {  // a FIFO would block the read
+    c.status = Calibration::Status::unreadable;
+    c.problem = "calibration " + c.path + " is not a regular file";
+    return c;
+  }
   std::ifstream in(c.path);
   if (!in) {
     c.status = Calibration::Status::missing;
@@ -107,8 +128,8 @@ Calibration load_calibration_unguarded(const std::string& target_path, const std
     c.problem = "calibration " + c.path + " is not a JSON object";
     return c;
   }
-  if (!calibration_describes_file(doc.value("target", json()), target_path) ||
-      !calibration_describes_file(doc.value("draft", json()), draft_path)) {
+  if (!calibration_describes_file(json_member(doc, "target"), target_path) ||
+      !calibration_describes_file(json_member(doc, "draft"), draft_path)) {
     c.status = Calibration::Status::other_files;
     c.problem = "calibration " + c.path + " was made for other model files (re-run `specchat-cli calibrate`)";
     return c;
@@ -123,12 +144,12 @@ Calibration load_calibration_unguarded(const std::string& target_path, const std
 
 // The timing cache's object for the pair, null when absent, unreadable or made for other files.
 json cached_timings_doc(const std::string& path, const std::string& target_path, const std::string& draft_path) {
-  if (path.empty()) return json();
+  if (path.empty() || !json_regular_file(path)) return json();
   std::ifstream in(path);
   if (!in) return json();
   json doc = json::parse(in, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !calibration_describes_file(doc.value("target", json()), target_path) ||
-      !calibration_describes_file(doc.value("draft", json()), draft_path)) {
+  if (doc.is_discarded() || !doc.is_object() || !calibration_describes_file(json_member(doc, "target"), target_path) ||
+      !calibration_describes_file(json_member(doc, "draft"), draft_path)) {
     return json();
   }
   return doc;
@@ -148,8 +169,10 @@ Calibration load_calibration(const std::string& target_path, const std::string& 
   }
   if (!c.timings.valid()) {
     try {
-      const json cached = cached_timings_doc(timing_cache_path(draft_path), target_path, draft_path);
+      const json cached = cached_timings_doc(timing_cache_path(target_path, draft_path), target_path, draft_path);
       c.timings = calibration_timings_of(cached, setup);
+      // Auto caches only whole tables (request_planner.cpp); a partial one would cap its trees.
+      if (c.timings.valid() && c.timings.verify_nodes.back() < calibration_verify_nodes().back()) c.timings = {};
       c.timings_cached = c.timings.valid();
     } catch (const std::exception&) {  // an unreadable cache is no cache
       c.timings = {};
@@ -163,20 +186,23 @@ std::string timing_cache_dir() {
     const char* v = std::getenv(name);
     return std::string(v ? v : "");
   };
-  if (!env("SPECCHAT_CACHE_DIR").empty()) return env("SPECCHAT_CACHE_DIR");
+  // Relative paths are ignored (the XDG rule), so the cache does not move with the working folder.
+  const std::string own = env("SPECCHAT_CACHE_DIR");
+  if (!own.empty() && own.front() == '/') return own;
   const std::string xdg = env("XDG_CACHE_HOME");
-  if (!xdg.empty() && xdg.front() == '/') return xdg + "/specchat";  // the spec: relative ones are ignored
+  if (!xdg.empty() && xdg.front() == '/') return xdg + "/specchat";
   if (!env("HOME").empty()) return env("HOME") + "/.cache/specchat";
   return "";
 }
 
-std::string timing_cache_path(const std::string& draft_path) {
+std::string timing_cache_path(const std::string& target_path, const std::string& draft_path) {
   const std::string dir = timing_cache_dir();
   if (dir.empty()) return "";
   try {
     std::string stem = fs::path(draft_path).filename().string();
     if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
-    return (fs::path(dir) / "timings" / (stem + "-" + file_fingerprint(draft_path) + ".json")).string();
+    const std::string name = stem + "-" + file_fingerprint(draft_path) + "-" + file_fingerprint(target_path) + ".json";
+    return (fs::path(dir) / "timings" / name).string();
   } catch (const std::exception&) {
     return "";
   }
@@ -209,6 +235,23 @@ std::string describe_setup(const TimingSetup& s) {
          s.activations + " activations" + (s.machine.empty() ? "" : " on " + s.machine);
 }
 
+namespace {
+
+// The thread count an entry records: -1 when absent, not an integer or outside [0, 65536] (a
+// value past int's range must not wrap onto a real count).
+int stored_threads(const json& e) {
+  const json& th = json_member(e, "threads");
+  if (!th.is_number_integer()) return -1;
+  const int64_t v = th.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(th.get<uint64_t>(), 1u << 20))
+                                            : th.get<int64_t>();
+  return v >= 0 && v <= 65536 ? static_cast<int>(v) : -1;
+}
+
+// A stored forward time is plausible: positive (nothing runs in 0 ms) and under 1e6 ms.
+bool plausible_ms(double ms) { return std::isfinite(ms) && ms > 0 && ms <= 1e6; }
+
+}  // namespace
+
 TimingSetup setup_of_entry(const json& e) {
   TimingSetup s;
   if (!e.is_object()) return s;
@@ -216,8 +259,7 @@ TimingSetup setup_of_entry(const json& e) {
     const auto it = e.find(key);
     return it != e.end() && it->is_string() ? it->get<std::string>() : dflt;
   };
-  const auto th = e.find("threads");
-  s.threads = th != e.end() && th->is_number_integer() ? th->get<int>() : 0;
+  s.threads = std::max(0, stored_threads(e));
   s.kv_type = str("kv_type", "f16");
   s.activations = str("activations", "f32");
   s.machine = str("machine", "");
@@ -226,10 +268,8 @@ TimingSetup setup_of_entry(const json& e) {
 
 bool entry_matches_setup(const json& e, const TimingSetup& s) {
   if (!e.is_object()) return false;
-  const auto th = e.find("threads");
-  if (th == e.end() || !th->is_number_integer() || effective_threads(th->get<int>()) != effective_threads(s.threads)) {
-    return false;
-  }
+  const int th = stored_threads(e);
+  if (th < 0 || effective_threads(th) != effective_threads(s.threads)) return false;
   const auto same = [&](const char* key, const std::string& want) {
     const auto it = e.find(key);
     return it == e.end() || (it->is_string() && it->get<std::string>() == want);
@@ -267,9 +307,8 @@ json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, in
 
 StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setup) {
   StepTimings t;
-  if (!j.is_object() || json_string_or(j, "backend") != kCalibrationBackend ||
-      !j.contains("threads") || !j["threads"].is_number_integer() ||
-      effective_threads(j["threads"].get<int>()) != effective_threads(setup.threads)) {
+  if (!j.is_object() || json_string_or(j, "backend") != kCalibrationBackend || stored_threads(j) < 0 ||
+      effective_threads(stored_threads(j)) != effective_threads(setup.threads)) {
     return t;
   }
   // Absent in files written before they were recorded: those match any setup.
@@ -289,26 +328,38 @@ StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setu
   } catch (const json::exception&) {
     return {};
   }
+  // Times no machine measures (0, or past 1e6 ms a forward) would plan nonsense trees.
+  if (!std::all_of(t.draft_ms.begin(), t.draft_ms.end(), plausible_ms) ||
+      !std::all_of(t.verify_ms.begin(), t.verify_ms.end(), plausible_ms)) {
+    return {};
+  }
   return t.valid() ? t : StepTimings{};
 }
 
 StepTimings calibration_timings_of(const json& doc, const TimingSetup& setup) {
   if (!doc.is_object()) return {};
-  const json list = doc.value("timings_by_setup", json());
+  const json& list = json_member(doc, "timings_by_setup");
   if (list.is_array()) {
     for (auto it = list.rbegin(); it != list.rend(); ++it) {  // the newest first
       const StepTimings t = calibration_timings_from_json(*it, setup);
       if (t.valid()) return t;
     }
   }
-  return calibration_timings_from_json(doc.value("timings", json()), setup);
+  return calibration_timings_from_json(json_member(doc, "timings"), setup);
 }
 
 void store_calibration_timings(json& doc, const json& table, const json& previous) {
-  json list = previous.is_object() ? previous.value("timings_by_setup", json()) : json();
+  json list;
+  if (const json& l = json_member(previous, "timings_by_setup"); l.is_array()) {
+    // Only the entries a run could use are copied (a deeply nested one is not copied at all).
+    list = json::array();
+    for (const json& e : l) {
+      if (calibration_timings_from_json(e, setup_of_entry(e)).valid()) list.push_back(e);
+    }
+  }
   if (!list.is_array()) {
     list = json::array();
-    if (previous.is_object() && previous.value("timings", json()).is_object()) list.push_back(previous["timings"]);
+    if (json_member(previous, "timings").is_object()) list.push_back(json_member(previous, "timings"));
   }
   // Only tables a run could use are kept: a malformed entry would stay in the file forever.
   json usable = json::array();
@@ -329,7 +380,10 @@ std::string utc_now_iso8601() {
 }
 
 void write_calibration_file(const std::string& path, const json& j) {
-  const std::string tmp = path + ".tmp";
+  // A name of its own per write: two processes (or threads) writing one file must not rename
+  // each other's half-written temporary.
+  static std::atomic<uint64_t> serial{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial.fetch_add(1));
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) throw std::runtime_error("cannot write " + tmp);
@@ -338,18 +392,22 @@ void write_calibration_file(const std::string& path, const json& j) {
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error("cannot write " + path + ": " + ec.message());
+  }
 }
 
 std::string cache_calibration_timings(const std::string& target_path, const std::string& draft_path,
                                       const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps) {
-  const std::string path = timing_cache_path(draft_path);
+  const std::string path = timing_cache_path(target_path, draft_path);
   if (path.empty()) {
     throw std::runtime_error("no cache folder (set SPECCHAT_CACHE_DIR, XDG_CACHE_HOME or HOME)");
   }
   const json previous = cached_timings_doc(path, target_path, draft_path);
-  json updated = previous.is_object() ? previous
-                                      : json{{"version", kCalibrationVersion}, {"backend", kCalibrationBackend}};
+  // A new object: of the previous file only its usable tables are carried over
+  // (store_calibration_timings), so nothing else of it, however nested, is copied.
+  json updated{{"version", kCalibrationVersion}, {"backend", kCalibrationBackend}};
   updated["target"] = calibration_file_info(target_path);
   updated["draft"] = calibration_file_info(draft_path);
   json table = calibration_timings_json(t, setup, context_tokens, reps);

@@ -61,6 +61,12 @@ TimingSetup timing_setup_of(const LlamaModel& target, int threads);
 // not an object). Never throws: nlohmann's value() throws type_error on a mismatched type, and
 // calibration files are user-editable.
 std::string json_string_or(const nlohmann::json& j, const char* key, const std::string& dflt = {});
+// j[key] by reference (a null value when j is not an object or lacks the key): never a copy, so
+// a deeply nested value in a hostile file cannot exhaust the stack in a recursive copy.
+const nlohmann::json& json_member(const nlohmann::json& j, const char* key);
+// True when `path` is a regular file (not a FIFO, a device or a folder, whose read could block
+// or fail oddly); false when it is absent or cannot be examined.
+bool json_regular_file(const std::string& path);
 
 // "2 threads, f16 KV cache, f32 activations on AMD EPYC, 2 logical cores" (the machine when
 // recorded): for notes that name a setup.
@@ -103,7 +109,7 @@ struct Calibration {
 // Reads the calibration of the pair (target_path, draft_path) from calibration_path(draft_path).
 // `setup` selects the timings (calibration_timings_from_json); when the file has none for it
 // (or there is no usable file), those `--tree auto` cached for this pair and setup
-// (timing_cache_path) are taken. Never throws: every problem is a status and a `problem` text.
+// (timing_cache_path; only a whole table with plausible times) are taken. Never throws: every problem is a status and a `problem` text.
 Calibration load_calibration(const std::string& target_path, const std::string& draft_path, const TimingSetup& setup);
 
 // Whether a stored {"size", "fingerprint"} entry (calibration_file_info) describes the file at
@@ -136,15 +142,16 @@ std::string utc_now_iso8601();
 void write_calibration_file(const std::string& path, const nlohmann::json& j);
 // Where `--tree auto` keeps the timings it measures (never in the calibration file beside the
 // draft, which may be read-only, e.g. installed models, or tracked in a repository):
-// $SPECCHAT_CACHE_DIR, else $XDG_CACHE_HOME/specchat (an absolute XDG_CACHE_HOME), else
-// $HOME/.cache/specchat; "" when none of them is set.
+// $SPECCHAT_CACHE_DIR, else $XDG_CACHE_HOME/specchat, else $HOME/.cache/specchat (relative
+// values are ignored, as the XDG rule says); "" when none of them is set.
 std::string timing_cache_dir();
-// The timing cache of one draft file: <timing_cache_dir()>/timings/<draft file name without
-// .gguf>-<file_fingerprint>.json, a calibration object with timing tables only (target, draft,
-// timings_by_setup, timings). "" when there is no cache directory or the draft cannot be read.
-std::string timing_cache_path(const std::string& draft_path);
+// The timing cache of one pair of model files: <timing_cache_dir()>/timings/<draft file name
+// without .gguf>-<draft's file_fingerprint>-<target's file_fingerprint>.json (one draft used with
+// two targets keeps two caches), a calibration object with timing tables only (target, draft,
+// timings_by_setup, timings). "" when there is no cache folder or a model cannot be read.
+std::string timing_cache_path(const std::string& target_path, const std::string& draft_path);
 // Stores timings measured now (the table dated now, beside the cache's tables of other setups)
-// into timing_cache_path(draft_path), creating its folders; a cache file made for other model
+// into timing_cache_path(target_path, draft_path), creating its folders; a cache file made for other model
 // files is replaced. Returns the path written. Throws std::runtime_error when there is no cache
 // directory or the write fails.
 std::string cache_calibration_timings(const std::string& target_path, const std::string& draft_path,

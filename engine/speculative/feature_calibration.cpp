@@ -1,6 +1,7 @@
 #include "engine/speculative/feature_calibration.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -121,6 +122,12 @@ FeatureCalibration load_unguarded(const std::string& target_path, const std::str
   FeatureCalibration c;
   const std::string name = drafter == DrafterChoice::block ? "block" : "mtp";
   c.path = calibration_path(drafter_path);
+  std::error_code ec;
+  if (std::filesystem::exists(c.path, ec) && !json_regular_file(c.path)) {  // a FIFO would block the read
+    c.status = FeatureCalibration::Status::unreadable;
+    c.problem = "calibration " + c.path + " is not a regular file";
+    return c;
+  }
   std::ifstream in(c.path);
   if (!in) {
     c.problem = "no calibration at " + c.path + " (run `specchat-cli calibrate --drafter " + name + "`)";
@@ -132,8 +139,8 @@ FeatureCalibration load_unguarded(const std::string& target_path, const std::str
     c.problem = "calibration " + c.path + " is not a JSON object";
     return c;
   }
-  if (json_string_or(doc, "kind") != name || !calibration_describes_file(doc.value("target", json()), target_path) ||
-      !calibration_describes_file(doc.value("drafter", json()), drafter_path)) {
+  if (json_string_or(doc, "kind") != name || !calibration_describes_file(json_member(doc, "target"), target_path) ||
+      !calibration_describes_file(json_member(doc, "drafter"), drafter_path)) {
     c.status = FeatureCalibration::Status::other_files;
     c.problem = "calibration " + c.path + " was made for other model files (re-run `specchat-cli calibrate --drafter " +
                 name + "`)";
@@ -142,17 +149,19 @@ FeatureCalibration load_unguarded(const std::string& target_path, const std::str
   c.status = FeatureCalibration::Status::ok;
   // The measurement of this setup: from the list (newest first), else the top level's (the
   // latest measurement; the only one in files written before the list), noted when it differs.
-  json m = doc;
+  // By reference: nothing of the file is copied (a deeply nested value cannot exhaust the stack).
+  const json* chosen = &doc;
   bool found = entry_matches_setup(doc, setup);
-  const json by_setup = doc.value("by_setup", json());
+  const json& by_setup = json_member(doc, "by_setup");
   if (!found && by_setup.is_array()) {
     for (auto it = by_setup.rbegin(); it != by_setup.rend() && !found; ++it) {
       if (entry_matches_setup(*it, setup)) {
-        m = *it;
+        chosen = &*it;
         found = true;
       }
     }
   }
+  const json& m = *chosen;
   const auto th = m.find("threads");
   if (th != m.end() && !th->is_number_integer()) {  // which setup it describes is unknown
     c.problem = "calibration " + c.path + " does not record the thread count it was measured with (re-run " +
@@ -166,9 +175,9 @@ FeatureCalibration load_unguarded(const std::string& target_path, const std::str
                    "`specchat-cli calibrate --drafter " + name + "` with these settings)";
   }
   c.threads = c.measured.threads;
-  const json base_tps = m.value("baseline_tokens_per_s", json());
+  const json& base_tps = json_member(m, "baseline_tokens_per_s");
   c.baseline_tokens_per_s = base_tps.is_number() ? base_tps.get<double>() : 0.0;
-  const json list = m.value("configs", json::array());
+  const json& list = json_member(m, "configs");
   if (list.is_array()) {
     for (const json& j : list) {
       FeatureConfigResult r;

@@ -3,6 +3,7 @@
 // with every child-sampling variant (issue 3: |P(first token) − p| <= 1e-9, deeper marginals too).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <random>
@@ -156,6 +157,37 @@ TEST_CASE("residual and remove_token", "[unit][acceptance]") {
   const Distribution w = remove_token(p, 0);
   CHECK(w.prob(0) == 0.0);
   CHECK(w.prob(1) == Approx(0.6).margin(1e-12));
+}
+
+// residual() spreads a large q into a table by id (a scan per id was |p| · |q| steps: 16M for two
+// full-vocabulary distributions under pure temperature sampling). The result must be what the
+// scan gave: every id of p in its order, the same values bit for bit, for q in any order, with
+// ids p lacks, ids q lacks and a repeated id (the first entry counts, as in prob()).
+TEST_CASE("residual of full-vocabulary distributions equals the per-id scan", "[unit][acceptance]") {
+  std::mt19937 g(11);
+  for (const int n : {5, 33, 4096}) {
+    for (const bool sparse : {false, true}) {
+      Distribution p = random_dist(g, n, sparse), q = random_dist(g, n, sparse);
+      std::shuffle(q.ids.begin(), q.ids.end(), g);  // ids and probs no longer pair as drawn: fine
+      q.ids.push_back(q.ids.front());                // a repeat: ignored, as prob() ignores it
+      q.probs.push_back(0.5);
+      Distribution want;
+      double sum = 0;
+      for (size_t i = 0; i < p.ids.size(); ++i) {
+        const double m = p.probs[i] - q.prob(p.ids[i]);
+        if (m > 0) {
+          want.ids.push_back(p.ids[i]);
+          want.probs.push_back(m);
+          sum += m;
+        }
+      }
+      for (double& x : want.probs) x /= sum;
+      const Distribution got = residual(p, q);
+      INFO("n_vocab " << n << (sparse ? ", sparse" : ""));
+      CHECK(got.ids == want.ids);
+      CHECK(got.probs == want.probs);
+    }
+  }
 }
 
 // Draws a tree of the given shape from the synthetic draft q with the variant `mode`, and

@@ -178,6 +178,10 @@ TEST_CASE("cli: drafting options with plain decoding and a drafter's file with a
       {{"--tree", "chain", "--branch", "2"}, "--branch does not apply to --tree chain"},
       {{"--tree", "dynamic", "-k", "7"}, "--draft-k sets a chain's length"},
       {{"--tree", "auto", "-k", "9"}, "--draft-k sets a chain's length"},
+      // A break-it pass (2026-12-05): auto ignored the budget and depth it was given.
+      {{"--tree", "auto", "--node-budget", "4"}, "--node-budget does not apply to --tree auto"},
+      {{"--tree", "auto", "--depth", "2"}, "--depth does not apply to --tree auto"},
+      {{"--tree", "auto", "--branch", "2"}, "--branch does not apply to --tree auto"},
       {{"--tree", "optimal", "--branch", "7"}, "--branch does not apply to --tree optimal"},
       {{"--drafter", "ngram", "--no-draft-backoff"}, "--no-draft-backoff does not apply to --drafter ngram"},
       {{"--drafter", "ngram", "--draft-backend", "cpu"}, "--draft-backend places the draft model"}};

@@ -197,6 +197,24 @@ TEST_CASE("process_logits matches the full-sort reference: n_vocab 32003", "[uni
   }
 }
 
+// Pure temperature sampling sorts every id by a radix sort on the logits' bits: signed zeros
+// (equal, so ordered by id), subnormals, the largest finite values and runs of equal logits
+// must come out in the reference's order.
+TEST_CASE("process_logits: the pure-temperature sort orders signed zeros, subnormals and extremes as the reference", "[unit][sampler]") {
+  const float big = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min();
+  const std::vector<float> special = {0.0f, -0.0f, tiny, -tiny, big, -big, 1.0f, -1.0f, 1e-38f, -1e-38f, 0.5f, 2.0f};
+  std::mt19937 g(77);
+  for (size_t n : {size_t{1}, size_t{2}, size_t{12}, size_t{100}, size_t{4096}, size_t{5000}}) {
+    std::vector<float> l(n);
+    for (size_t i = 0; i < n; ++i) l[i] = special[g() % special.size()];
+    for (float t : {1.0f, 0.7f}) {
+      SamplingParams p;
+      p.temperature = t;
+      check_matches(l, p, "special values, n=" + std::to_string(n));
+    }
+  }
+}
+
 TEST_CASE("process_logits: nucleus crossing every selection chunk, and a cut on an exact sum",
           "[unit][sampler]") {
   // All equal: every probability is exactly 1/n (the sum n is exact in any order), so the

@@ -449,7 +449,7 @@ TEST_CASE("cli --tree auto without a calibration warns, measures and caches the 
   // Cached in the user's timing cache (the test process's own: tests/test_cache_dir.h), not in
   // a calibration file beside the draft.
   CHECK_FALSE(fs::exists(lp.calibration));
-  const json c = read_file_json(timing_cache_path(lp.draft));
+  const json c = read_file_json(timing_cache_path(lp.target, lp.draft));
   REQUIRE(c.is_object());
   CHECK_FALSE(c.contains("acceptance"));
   CHECK(c.at("timings").at("verify_ms").size() == 8);

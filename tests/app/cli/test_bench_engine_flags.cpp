@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "engine/cli_runner.h"
+#include "test_paths.h"
 
 using namespace specchat;
 
@@ -47,4 +48,21 @@ TEST_CASE("bench --out records --kv-type and --activations in its report", "[cli
   std::filesystem::remove(out);
   const test::CliResult bad = test::run_cli({"bench", "--max-prompts", "1", "-n", "4", "--activations", "q4"});
   CHECK(bad.exit_code == 2);
+}
+
+// Regression (break-it pass, 2026-12-05): a target with no draft beside it printed
+// "note: no draft model (--draft ): …", naming a flag nobody gave with an empty value.
+TEST_CASE("bench says why the draft-model rows are left out when no draft was found", "[cli][bench]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("specchat-bench-nodraft-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string target = (dir / "lonely-target.gguf").string();
+  std::filesystem::copy_file(test::target_model(), target, std::filesystem::copy_options::overwrite_existing);
+  const test::CliResult r =
+      test::run_cli({"bench", "--model", target, "--max-prompts", "1", "-n", "4", "--chain-k", "1", "--budgets", "1"});
+  INFO(r.describe());
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("note: no draft model (none found for the target)") != std::string::npos);
+  CHECK(r.err.find("--draft )") == std::string::npos);
+  std::filesystem::remove_all(dir);
 }

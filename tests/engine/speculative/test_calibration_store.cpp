@@ -48,17 +48,19 @@ struct ScratchPair {
   std::string draft() const { return (dir / "d.gguf").string(); }
   // The timing cache's object (cache_calibration_timings), null when absent.
   json cache() const {
-    std::ifstream in(timing_cache_path(draft()));
+    std::ifstream in(timing_cache_path(target(), draft()));
     return in ? json::parse(in, nullptr, false) : json();
   }
 };
 
+// A whole table (every node count and width auto measures: the timing cache takes no other),
+// draft_ms[0] = scale.
 StepTimings table(double scale) {
   StepTimings t;
-  t.draft_widths = {1, 2};
-  t.draft_ms = {1.0 * scale, 1.5 * scale};
-  t.verify_nodes = {0, 1, 2};
-  t.verify_ms = {2.0 * scale, 2.1 * scale, 2.3 * scale};
+  t.draft_widths = calibration_draft_widths();
+  for (int w : t.draft_widths) t.draft_ms.push_back(scale * (1.0 + 0.5 * (w - 1)));
+  t.verify_nodes = calibration_verify_nodes();
+  for (int n : t.verify_nodes) t.verify_ms.push_back(scale * (2.0 + 0.1 * n));
   return t;
 }
 
@@ -203,8 +205,8 @@ TEST_CASE("calibration store: re-timing drops entries that are not timing tables
            {"draft", calibration_file_info(p.draft())},
            {"timings_by_setup", json::array({json{{"backend", 5}, {"threads", 1}}, json("text"),
                                              calibration_timings_json(table(2), two, 64, 3)})}};
-  fs::create_directories(fs::path(timing_cache_path(p.draft())).parent_path());
-  write_calibration_file(timing_cache_path(p.draft()), doc);
+  fs::create_directories(fs::path(timing_cache_path(p.target(), p.draft())).parent_path());
+  write_calibration_file(timing_cache_path(p.target(), p.draft()), doc);
   cache_calibration_timings(p.target(), p.draft(), table(1), one, 64, 3);
   const Calibration c = load_calibration(p.target(), p.draft(), one);
   const json cache = p.cache();

@@ -4,8 +4,12 @@
 // draft has none; that file is never written.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -40,7 +44,7 @@ TEST_CASE("timing cache: auto's timings go to the cache folder, the calibration 
   std::ofstream(draft) << "draft bytes";
   const std::string old_env = std::getenv("SPECCHAT_CACHE_DIR") ? std::getenv("SPECCHAT_CACHE_DIR") : "";
   ::setenv("SPECCHAT_CACHE_DIR", (dir / "cache").c_str(), 1);
-  const std::string cache = timing_cache_path(draft);
+  const std::string cache = timing_cache_path(target, draft);
   CHECK(cache.rfind((dir / "cache" / "timings" / "d-").string(), 0) == 0);
   CHECK(cache.size() > 5);
   CHECK(cache.substr(cache.size() - 5) == ".json");
@@ -76,24 +80,29 @@ TEST_CASE("timing cache: auto's timings go to the cache folder, the calibration 
   CHECK(fs::last_write_time(calibration_path(draft)) == written);
   CHECK(read_file_json(calibration_path(draft)) == cal);
 
-  // A cache made for another draft file (same name, other bytes) is not used, and is replaced.
+  // Other bytes in a model file: another cache (the fingerprints name the files' bytes).
   std::ofstream(draft) << "another draft";
-  CHECK(timing_cache_path(draft) != cache);  // the fingerprint names the file's bytes
+  CHECK(timing_cache_path(target, draft) != cache);
   CHECK_FALSE(load_calibration(target, draft, TimingSetup{1}).timings.valid());
-  std::ofstream(target) << "another target";
   fs::remove(calibration_path(draft));
-  CHECK_FALSE(load_calibration(target, draft, TimingSetup{1}).timings.valid());
   cache_calibration_timings(target, draft, linear_timings(1, 4, 4), TimingSetup{1}, 8, 1);
   CHECK(load_calibration(target, draft, TimingSetup{1}).timings.t_verify(0) == Approx(4.0));
+  // One draft with two targets keeps two caches: alternating them does not re-time each run.
+  const std::string target2 = (dir / "models" / "t2.gguf").string();
+  std::ofstream(target2) << "a second target";
+  CHECK(timing_cache_path(target2, draft) != timing_cache_path(target, draft));
+  cache_calibration_timings(target2, draft, linear_timings(1, 8, 8), TimingSetup{1}, 8, 1);
+  CHECK(load_calibration(target, draft, TimingSetup{1}).timings.t_verify(0) == Approx(4.0));
+  CHECK(load_calibration(target2, draft, TimingSetup{1}).timings.t_verify(0) == Approx(8.0));
 
   // No cache folder at all: nothing cached, a clear error.
-  ::setenv("SPECCHAT_CACHE_DIR", "", 1);
+  ::setenv("SPECCHAT_CACHE_DIR", "relative/cache", 1);  // relative: ignored, as XDG's
   const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
   const std::string xdg = std::getenv("XDG_CACHE_HOME") ? std::getenv("XDG_CACHE_HOME") : "";
   ::unsetenv("HOME");
   ::setenv("XDG_CACHE_HOME", "relative/ignored", 1);
   CHECK(timing_cache_dir().empty());
-  CHECK(timing_cache_path(draft).empty());
+  CHECK(timing_cache_path(target, draft).empty());
   CHECK_THROWS_WITH(cache_calibration_timings(target, draft, linear_timings(1, 4, 4), TimingSetup{1}, 8, 1),
                     Catch::Contains("no cache folder"));
   ::setenv("XDG_CACHE_HOME", (dir / "xdg").c_str(), 1);
@@ -105,4 +114,132 @@ TEST_CASE("timing cache: auto's timings go to the cache folder, the calibration 
   if (!xdg.empty()) ::setenv("XDG_CACHE_HOME", xdg.c_str(), 1);
   ::setenv("SPECCHAT_CACHE_DIR", old_env.c_str(), 1);
   fs::remove_all(dir);
+}
+
+namespace {
+
+// A pair of stand-in model files and a private cache folder, restored at the end.
+struct CacheScratch {
+  fs::path dir;
+  std::string target, draft, saved;
+  CacheScratch() {
+    dir = fs::temp_directory_path() / ("specchat-timing-cache-bad-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "cache");
+    target = (dir / "t.gguf").string();
+    draft = (dir / "d.gguf").string();
+    std::ofstream(target) << "target bytes";
+    std::ofstream(draft) << "draft bytes";
+    saved = std::getenv("SPECCHAT_CACHE_DIR") ? std::getenv("SPECCHAT_CACHE_DIR") : "";
+    ::setenv("SPECCHAT_CACHE_DIR", (dir / "cache").c_str(), 1);
+    fs::create_directories(fs::path(timing_cache_path(target, draft)).parent_path());
+  }
+  ~CacheScratch() {
+    ::setenv("SPECCHAT_CACHE_DIR", saved.c_str(), 1);
+    fs::remove_all(dir);
+  }
+  std::string cache() const { return timing_cache_path(target, draft); }
+  // A cache file for the pair holding `table` (setup 1 thread) as its only table.
+  void write_table(const nlohmann::json& table) const {
+    write_calibration_file(cache(), nlohmann::json{{"version", 1}, {"backend", "cpu"},
+                                                   {"target", calibration_file_info(target)},
+                                                   {"draft", calibration_file_info(draft)},
+                                                   {"timings", table}});
+  }
+  bool loads() const { return load_calibration(target, draft, TimingSetup{1}).timings.valid(); }
+};
+
+}  // namespace
+
+// The break-it pass of 2026-12-05 on the timing cache: each file below was trusted, hung the
+// reader or crashed it. A cache the engine cannot use is ignored (the models are timed again).
+TEST_CASE("timing cache: implausible, partial, hostile and odd cache files are not used", "[unit]") {
+  CacheScratch s;
+  const TimingSetup one{1};
+  s.write_table(calibration_timings_json(linear_timings(1, 2, 3), one, 8, 1));
+  REQUIRE(s.loads());  // the well-formed table is used
+  {  // times no machine measures: 0 ms (plain decoding planned for free), 1e300 ms
+    for (const double bad : {0.0, 1e300}) {
+      StepTimings t = linear_timings(1, 2, 3);
+      t.verify_ms[3] = bad;
+      s.write_table(calibration_timings_json(t, one, 8, 1));
+      INFO("a verification time of " << bad << " ms");
+      CHECK_FALSE(s.loads());
+      t = linear_timings(1, 2, 3);
+      t.draft_ms[0] = bad;
+      s.write_table(calibration_timings_json(t, one, 8, 1));
+      CHECK_FALSE(s.loads());
+    }
+  }
+  {  // a partial table (auto caches only whole ones): it would cap every auto tree
+    StepTimings t = linear_timings(1, 2, 3);
+    t.verify_nodes.resize(2);
+    t.verify_ms.resize(2);
+    s.write_table(calibration_timings_json(t, one, 8, 1));
+    CHECK_FALSE(s.loads());
+  }
+  {  // a thread count past int's range must not wrap onto 1 (2^32 + 1)
+    nlohmann::json table = calibration_timings_json(linear_timings(1, 2, 3), one, 8, 1);
+    table["threads"] = 4294967297ull;
+    s.write_table(table);
+    CHECK_FALSE(s.loads());
+    table["threads"] = -1;
+    s.write_table(table);
+    CHECK_FALSE(s.loads());
+  }
+  {  // 200,000 nested arrays in the list: copying it recursed through the whole depth (a crash)
+    std::string deep = std::string(200000, '[') + std::string(200000, ']');
+    std::ofstream(s.cache()) << "{\"version\": 1, \"backend\": \"cpu\", \"target\": "
+                             << calibration_file_info(s.target).dump() << ", \"draft\": "
+                             << calibration_file_info(s.draft).dump() << ", \"timings_by_setup\": " << deep
+                             << ", \"timings\": " << deep << "}";
+    CHECK_FALSE(s.loads());
+    // ... and re-timing replaces it with a usable file
+    CHECK_NOTHROW(cache_calibration_timings(s.target, s.draft, linear_timings(1, 2, 3), one, 8, 1));
+    CHECK(s.loads());
+  }
+  {  // a FIFO at the cache path: opening it for reading blocked forever
+    fs::remove(s.cache());
+    REQUIRE(::mkfifo(s.cache().c_str(), 0600) == 0);
+    CHECK_FALSE(s.loads());
+    fs::remove(s.cache());
+  }
+}
+
+TEST_CASE("calibration store: a FIFO or a deeply nested calibration file beside the draft is refused, not read", "[unit]") {
+  CacheScratch s;
+  REQUIRE(::mkfifo(calibration_path(s.draft).c_str(), 0600) == 0);
+  Calibration c = load_calibration(s.target, s.draft, TimingSetup{1});
+  CHECK(c.status == Calibration::Status::unreadable);
+  CHECK_THAT(c.problem, Catch::Contains("not a regular file"));
+  fs::remove(calibration_path(s.draft));
+  std::ofstream(calibration_path(s.draft)) << "{\"target\": " << std::string(200000, '[') << std::string(200000, ']') << "}";
+  c = load_calibration(s.target, s.draft, TimingSetup{1});
+  CHECK(c.status == Calibration::Status::other_files);
+}
+
+// Two writers of one file (two `--tree auto` runs finishing together) shared the temporary
+// name <file>.tmp: one renamed the other's away and failed with "No such file or directory".
+TEST_CASE("write_calibration_file: concurrent writers of one file all succeed", "[unit]") {
+  CacheScratch s;
+  const std::string path = (s.dir / "shared.json").string();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < 200; ++i) {
+        try {
+          write_calibration_file(path, nlohmann::json{{"writer", w}, {"i", i}});
+        } catch (const std::exception&) {
+          failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  CHECK(failures.load() == 0);
+  CHECK(read_file_json(path).is_object());
+  int leftovers = 0;
+  for (const auto& e : fs::directory_iterator(s.dir)) leftovers += e.path().filename().string().find(".tmp") != std::string::npos;
+  CHECK(leftovers == 0);
 }
