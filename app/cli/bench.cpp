@@ -206,6 +206,23 @@ int cmd_bench(BenchOptions& o) {
     for (int k : o.chain_ks) cfgs.push_back(make("chain", k, "chain", k, 1, "model"));
     for (int b : o.budgets) cfgs.push_back(make("dynamic", b, "dynamic", std::min(b, 6), b >= 16 ? 4 : 2, "model"));
     for (int b : o.budgets) cfgs.push_back(make("optimal", b, "optimal", std::min(b, 8), 1, "model"));
+    // What `--tree auto` chooses for this pair and machine (timed on the first prompt when the
+    // calibration and the timing cache have no table for this setup).
+    if (!prompts.empty()) {
+      CommonOptions oc = c;
+      oc.tree = "auto";
+      oc.drafter = "model";
+      Config a;
+      a.family = "auto";
+      const auto& [kind, text] = prompts.front();
+      a.req = make_request(oc, kind == "chat" ? pair.encode_chat({{"user", text}}) : pair.encode_prompt(text),
+                           std::max(1, c.draft_k));
+      const json plan = plan_tree(oc, pair, a.req);
+      a.budget = a.req.spec.draft_k > 0 ? a.req.spec.effective_budget().node_budget : 0;
+      a.name = "auto: " + (plan.is_object() ? plan.value("tree", std::string("none")) : std::string("none")) +
+               " N=" + std::to_string(a.budget);
+      cfgs.push_back(std::move(a));
+    }
   }
   for (int b : {8, 16}) cfgs.push_back(make("ngram", b, b == 8 ? "chain" : "dynamic", 8, 3, "ngram"));
   // The drafters that read the target's hidden states, when files beside the target bind to it

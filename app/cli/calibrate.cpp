@@ -193,6 +193,10 @@ int cmd_calibrate(const CalibrateOptions& o) {
   RankCounts counts;
   counts.hits.assign(static_cast<size_t>(o.ranks), 0);
   std::vector<int32_t> timing_ctx;
+  // The rank sequences behind RankPathModel, one per prompt, up to kMaxRankPathRanks in all.
+  std::vector<std::vector<int8_t>> rank_paths;
+  std::vector<std::string> rank_path_texts;
+  int64_t path_ranks = 0;
   int used = 0;
   for (const auto& prompt : prompts) {
     if (static_cast<int>(prompt.size()) >= target.n_ctx()) continue;  // no room to generate
@@ -208,7 +212,13 @@ int cmd_calibrate(const CalibrateOptions& o) {
     // no KV slot in the draft either.
     if (ctx.size() > static_cast<size_t>(draft.n_ctx())) ctx.resize(static_cast<size_t>(draft.n_ctx()));
     if (ctx.size() <= prompt.size()) continue;
-    count_draft_ranks(draft, ctx, static_cast<int>(prompt.size()), counts);
+    std::vector<int8_t> ranks;
+    count_draft_ranks(draft, ctx, static_cast<int>(prompt.size()), counts, &ranks);
+    if (path_ranks + static_cast<int64_t>(ranks.size()) <= kMaxRankPathRanks) {
+      path_ranks += static_cast<int64_t>(ranks.size());
+      rank_path_texts.push_back(rank_path_text(ranks));
+      rank_paths.push_back(std::move(ranks));
+    }
     if (timing_ctx.size() < static_cast<size_t>(kCalibrationTimingContext) && ctx.size() > timing_ctx.size()) {
       timing_ctx = calibration_timing_context(ctx, target.n_ctx());
     }
@@ -230,7 +240,8 @@ int cmd_calibrate(const CalibrateOptions& o) {
   j["acceptance"] = {{"ranks", o.ranks},           {"accept_by_rank", a},
                      {"hits", counts.hits},         {"misses", counts.misses},
                      {"positions", counts.positions()}, {"prompts", used},
-                     {"prompts_file", fs::path(prompts_path).filename().string()}, {"n", o.n}};
+                     {"prompts_file", fs::path(prompts_path).filename().string()}, {"n", o.n},
+                     {"rank_paths", rank_path_texts}};
   // The tables of other setups in the file this replaces (same model files) are kept: a plan
   // uses only a table of its own setup.
   const std::string out = o.out.empty() ? calibration_path(draft.path()) : o.out;
@@ -249,7 +260,8 @@ int cmd_calibrate(const CalibrateOptions& o) {
   // What the budget choice makes of it (informational; recomputed at run time).
   const SequoiaPlanner planner(a, std::min(kCalibrationMaxAutoNodes, target.max_batch() - 1), kCalibrationMaxAutoNodes);
   if (t.valid()) {
-    const BudgetChoice c = choose_budget(planner, t, planner.max_nodes(), planner.max_depth());
+    const auto paths = try_rank_path_model(rank_paths, o.ranks, kRankPathMaxDepth);
+    const BudgetChoice c = choose_budget(planner, t, planner.max_nodes(), planner.max_depth(), paths.get());
     j["auto_choice"] = {{"tree", c.node_budget == 0 ? "none" : tree_mode_name(c.mode)},
                         {"node_budget", c.node_budget}, {"depth", c.depth},
                         {"expected_tokens", c.expected_tokens}, {"step_ms", c.step_ms},
@@ -283,6 +295,7 @@ json plan_json(const std::string& requested, const TreePlan& p) {
          {"calibration", p.calibration_found ? json(p.calibration_path) : json(nullptr)},
          {"acceptance_source", p.acceptance_source.empty() ? std::string("none") : p.acceptance_source},
          {"accept_by_rank", p.accept_by_rank},
+         {"acceptance_model", p.acceptance_model.empty() ? std::string("none") : p.acceptance_model},
          {"tree", p.speculative() ? tree_mode_name(b.mode) : "none"},
          {"node_budget", p.speculative() ? b.node_budget : 0},
          {"depth", p.speculative() ? b.depth : 0},

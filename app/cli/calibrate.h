@@ -6,7 +6,9 @@
 // <draft path without .gguf>.calibration.json, holding
 //   version, date (UTC, ISO 8601), backend ("cpu"),
 //   target / draft: {file, size (bytes), fingerprint (FNV-1a 64 of the first and last 64 KiB)},
-//   acceptance: {ranks R, accept_by_rank [R], hits [R], misses, positions, prompts, n},
+//   acceptance: {ranks R, accept_by_rank [R], hits [R], misses, positions, prompts, n,
+//                rank_paths [prompts]: each greedy target token's draft rank, R = a miss, as
+//                "0 0 1 0 8" (engine/speculative/rank_paths.h; rank_paths_of)},
 //   timings: {backend, threads, context_tokens, reps, draft_widths [..], draft_ms [..],
 //             verify_nodes [..], verify_ms [..]}   (ms per forward)
 // acceptance or timings may be absent (timings alone are cached by `--tree auto`).

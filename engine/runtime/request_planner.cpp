@@ -194,8 +194,19 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
                          "; using the prior acceptance " + kPriorText);
   }
 
+  // The calibration's rank paths, when it recorded them, value trees better than the vector
+  // alone (engine/speculative/rank_paths.h).
+  const std::unique_ptr<RankPathModel> paths =
+      p.acceptance_source == "calibration"
+          ? try_rank_path_model(cal.rank_paths, static_cast<int>(p.accept_by_rank.size()), kRankPathMaxDepth)
+          : nullptr;
+  p.acceptance_model = paths ? "rank paths" : "independent ranks";
   if (!s.auto_tree) {
-    p.shape = sequoia_tree(p.accept_by_rank, s.node_budget, s.depth);
+    if (paths) {
+      p.shape = paths->best_tree(s.node_budget, s.depth);
+    } else {
+      p.shape = sequoia_tree(p.accept_by_rank, s.node_budget, s.depth);
+    }
     return finish();
   }
 
@@ -209,7 +220,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
   }
   const int max_auto = std::min({kCalibrationMaxAutoNodes, max_nodes, t.verify_nodes.back()});
   const SequoiaPlanner planner(p.accept_by_rank, max_auto, max_auto);
-  p.choice = choose_budget(planner, t, max_auto, max_auto);
+  p.choice = choose_budget(planner, t, max_auto, max_auto, paths.get());
   p.baseline_ms_per_token = t.t_verify(0);
   s.auto_tree = false;
   if (p.choice.node_budget == 0) {

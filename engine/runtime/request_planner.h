@@ -75,6 +75,10 @@ struct TreePlan {
   // calibration file looked at (found: it exists and was made for these model files). Empty/false
   // for other plans.
   std::string acceptance_source;
+  // How the acceptance was modelled for optimal and auto plans of the model drafter: "rank
+  // paths" (the calibration's measured rank sequences, RankPathModel) or "independent ranks"
+  // (Sequoia's product of a[r] along a path); empty for other plans.
+  std::string acceptance_model;
   std::vector<double> accept_by_rank;
   std::string calibration_path;
   bool calibration_found = false;

@@ -53,10 +53,12 @@ double step_cost_ms(const TreeShape& shape, const StepTimings& t, double fed_fir
   return ms;
 }
 
-BudgetChoice choose_budget(const SequoiaPlanner& planner, const StepTimings& t, int max_nodes, int max_depth) {
+BudgetChoice choose_budget(const SequoiaPlanner& planner, const StepTimings& t, int max_nodes, int max_depth,
+                           const RankPathModel* paths) {
   if (!t.valid()) throw std::invalid_argument("choose_budget: timings are missing or malformed");
   const int N = std::clamp(max_nodes, 0, planner.max_nodes());
-  const int Dmax = std::clamp(max_depth, 0, planner.max_depth());
+  int Dmax = std::clamp(max_depth, 0, planner.max_depth());
+  if (paths) Dmax = std::min(Dmax, paths->max_depth());
   BudgetChoice best;
   best.step_ms = t.t_verify(0);  // plain decoding: one target forward per token
   auto consider = [&](BudgetChoice c) {
@@ -67,17 +69,44 @@ BudgetChoice choose_budget(const SequoiaPlanner& planner, const StepTimings& t, 
     BudgetChoice c;
     c.mode = TreeMode::chain;
     c.node_budget = c.depth = k;
-    double p = 1.0;
-    for (int i = 0; i < k; ++i) {
-      p *= a0;
-      c.shape.parent.push_back(i - 1);
-      c.shape.rank.push_back(0);
-      c.shape.depth.push_back(i + 1);
-      c.shape.expected_tokens += p;
+    if (paths) {
+      c.shape = paths->chain(k);
+    } else {
+      double p = 1.0;
+      for (int i = 0; i < k; ++i) {
+        p *= a0;
+        c.shape.parent.push_back(i - 1);
+        c.shape.rank.push_back(0);
+        c.shape.depth.push_back(i + 1);
+        c.shape.expected_tokens += p;
+      }
     }
     c.expected_tokens = c.shape.expected_tokens;
     c.step_ms = step_cost_ms(c.shape, t, 1.0);
     consider(std::move(c));
+  }
+  if (paths) {
+    // best_tree(n, d) is the first n nodes of best_tree(N, d): one tree per depth.
+    for (int d = 1; d <= std::min(N, Dmax); ++d) {
+      const TreeShape full = paths->best_tree(N, d);
+      TreeShape s;
+      for (int n = 1; n <= full.size(); ++n) {
+        const size_t i = static_cast<size_t>(n - 1);
+        s.parent.push_back(full.parent[i]);
+        s.rank.push_back(full.rank[i]);
+        s.depth.push_back(full.depth[i]);
+        if (n < d || s.max_depth() != d || s.is_chain()) continue;
+        BudgetChoice c;
+        c.mode = TreeMode::optimal;
+        c.node_budget = n;
+        c.depth = d;
+        c.shape = s;
+        c.shape.expected_tokens = c.expected_tokens = paths->expected_tokens(s);
+        c.step_ms = step_cost_ms(c.shape, t, std::round(c.expected_tokens));
+        consider(std::move(c));
+      }
+    }
+    return best;
   }
   for (int n = 1; n <= N; ++n) {
     for (int d = 1; d <= std::min(n, Dmax); ++d) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/speculative/drafter.h"
+#include "engine/speculative/rank_paths.h"
 #include "engine/speculative/sequoia.h"
 
 namespace specchat {
@@ -53,7 +54,11 @@ struct BudgetChoice {
 // N ≤ max_nodes and D ≤ min(N, max_depth), and plain decoding, and returns the one with the
 // least ms_per_token() (ties: the smaller N, then chain before tree). A Sequoia tree that is a
 // chain is reported as mode chain. max_nodes/max_depth are clamped to the planner's bounds.
+// With `paths` (the calibration's measured rank paths, engine/speculative/rank_paths.h), chains
+// and trees are valued by it instead of the planner's independence model, and the trees are its
+// best trees (RankPathModel::best_tree); depth is then also bounded by paths->max_depth().
 // Requires t.valid() (throws std::invalid_argument otherwise).
-BudgetChoice choose_budget(const SequoiaPlanner& planner, const StepTimings& t, int max_nodes, int max_depth);
+BudgetChoice choose_budget(const SequoiaPlanner& planner, const StepTimings& t, int max_nodes, int max_depth,
+                           const RankPathModel* paths = nullptr);
 
 }  // namespace specchat

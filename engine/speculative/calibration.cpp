@@ -31,9 +31,11 @@ int draft_rank(std::span<const float> logits, int32_t id) {
   return rank;
 }
 
-void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from, RankCounts& counts) {
+void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from, RankCounts& counts,
+                       std::vector<int8_t>* ranks) {
   const int n = static_cast<int>(ctx.size());
   if (from < 1 || from > n || n > draft.n_ctx()) throw std::invalid_argument("count_draft_ranks: context does not fit");
+  if (counts.hits.size() > 127) throw std::invalid_argument("count_draft_ranks: more than 127 ranks");
   const size_t nv = static_cast<size_t>(draft.config().n_vocab);
   const int R = static_cast<int>(counts.hits.size());
   KvCache& kv = draft.kv();
@@ -59,6 +61,7 @@ void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from
       const int rank = want < static_cast<int32_t>(nv) ? draft_rank(logits.subspan(static_cast<size_t>(r) * nv, nv), want) : R;
       if (rank < R) counts.hits[static_cast<size_t>(rank)]++;
       else counts.misses++;
+      if (ranks) ranks->push_back(static_cast<int8_t>(std::min(rank, R)));
     }
     start += len;
   }
@@ -66,20 +69,6 @@ void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from
 }
 
 namespace {
-
-// Median time (ms) of `reps` forwards of `b` after one warm-up.
-double time_forward(LlamaModel& m, const Batch& b, int reps) {
-  using Clock = std::chrono::steady_clock;
-  m.forward(b);
-  std::vector<double> ms;
-  for (int i = 0; i < std::max(1, reps); ++i) {
-    const auto t0 = Clock::now();
-    m.forward(b);
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
-  return ms[ms.size() / 2];
-}
 
 // A batch of `len` tokens at slot `at` continuing the context (a chain of real tokens taken
 // cyclically from ctx, starting with ctx[at]; attention cost depends on the length, not the shape), all rows' logits.
@@ -111,20 +100,45 @@ StepTimings measure_step_timings(LlamaModel& target, LlamaModel* draft, std::spa
   if (ctx.empty()) throw std::invalid_argument("measure_step_timings: empty context");
   StepTimings t;
   const int n = static_cast<int>(ctx.size());
+  // Rounds over every size, after one warm-up round: a process's first forwards run on cold
+  // caches and pages (a one-row forward timed first measured 1.7x its later time), and rounds
+  // spread that and any drift of the machine over all sizes instead of the first ones.
+  auto time_all = [&](LlamaModel& m, const std::vector<int>& sizes, std::vector<double>& out) {
+    std::vector<std::vector<double>> ms(sizes.size());
+    for (int round = 0; round <= std::max(1, reps); ++round) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const Batch b = timing_batch(ctx, n - 1, sizes[i]);
+        const auto t0 = std::chrono::steady_clock::now();
+        m.forward(b);
+        const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (round > 0) ms[i].push_back(dt);
+      }
+    }
+    // Medians, then made non-decreasing in the size: a forward of more rows never costs less,
+    // and a smaller time measured for it is noise the budget search would exploit.
+    double floor = 0;
+    for (auto& v : ms) {
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      floor = std::max(floor, v[v.size() / 2]);
+      out.push_back(floor);
+    }
+  };
   prefill(target, ctx);
+  std::vector<int> rows;
   for (int N : verify_nodes) {
     if (N < 0 || N + 1 > target.max_batch() || n - 1 + N + 1 > target.n_ctx()) continue;
     t.verify_nodes.push_back(N);
-    t.verify_ms.push_back(time_forward(target, timing_batch(ctx, n - 1, N + 1), reps));
+    rows.push_back(N + 1);
   }
+  time_all(target, rows, t.verify_ms);
   target.kv().truncate(0);
   if (draft) {
     prefill(*draft, ctx);
     for (int w : draft_widths) {
       if (w < 1 || w > draft->max_batch() || n - 1 + w > draft->n_ctx()) continue;
       t.draft_widths.push_back(w);
-      t.draft_ms.push_back(time_forward(*draft, timing_batch(ctx, n - 1, w), reps));
     }
+    time_all(*draft, t.draft_widths, t.draft_ms);
     draft->kv().truncate(0);
   }
   return t;

@@ -28,14 +28,18 @@ int draft_rank(std::span<const float> logits, int32_t id);
 
 // Feeds ctx ([n] ids, n ≤ draft.n_ctx()) to the draft from an empty cache in chunks of
 // max_batch and, for every i in [from, n), counts the draft rank of ctx[i] given ctx[0..i)
-// into `counts` (sized to R = counts.hits.size()). 1 ≤ from ≤ n. Leaves the draft's cache
-// empty. Throws std::invalid_argument when ctx does not fit.
-void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from, RankCounts& counts);
+// into `counts` (sized to R = counts.hits.size(), R ≤ 127). With `ranks`, also appends each of
+// those ranks in order (R for a miss): the sequence RankPathModel reads. 1 ≤ from ≤ n. Leaves
+// the draft's cache empty. Throws std::invalid_argument when ctx does not fit or R > 127.
+void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from, RankCounts& counts,
+                       std::vector<int8_t>* ranks = nullptr);
 
 // Times forwards on the real context ctx ([n] ids, n ≥ 1): the target verifying N tree nodes
 // (a forward of N + 1 tokens at slot n − 1, every row's logits) for each N in verify_nodes, and
-// (when draft is not null) the draft feeding w tokens for each w in draft_widths. Each time is
-// the median over `reps` forwards after one warm-up, in ms. Node counts / widths that do not
+// (when draft is not null) the draft feeding w tokens for each w in draft_widths (both lists
+// increasing). Each model is timed in max(1, reps) rounds over all its sizes after one warm-up
+// round; each time is the median of its rounds, in ms, then raised to the largest time of the
+// smaller sizes (non-decreasing: more rows never cost less). Node counts / widths that do not
 // fit (max_batch, n_ctx) are left out, so ctx should leave room for the largest. Both caches
 // are left empty. Without a draft, draft_widths/draft_ms are empty (the result is not valid()).
 StepTimings measure_step_timings(LlamaModel& target, LlamaModel* draft, std::span<const int32_t> ctx,

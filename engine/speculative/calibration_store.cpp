@@ -137,6 +137,7 @@ Calibration load_calibration_unguarded(const std::string& target_path, const std
   c.status = Calibration::Status::ok;
   c.accept_by_rank = acceptance_of(doc);
   if (c.accept_by_rank.empty()) c.problem = "calibration " + c.path + " has no usable acceptance vector";
+  c.rank_paths = rank_paths_of(doc, static_cast<int>(c.accept_by_rank.size()));
   c.timings = calibration_timings_of(doc, setup);
   c.doc = std::move(doc);
   return c;
@@ -156,6 +157,46 @@ json cached_timings_doc(const std::string& path, const std::string& target_path,
 }
 
 }  // namespace
+
+std::vector<std::vector<int8_t>> rank_paths_of(const json& doc, int R) {
+  if (R < 1 || R > 127) return {};
+  const json& list = json_member(json_member(doc, "acceptance"), "rank_paths");
+  if (!list.is_array()) return {};
+  std::vector<std::vector<int8_t>> out;
+  int64_t total = 0;
+  for (const json& seq : list) {
+    if (!seq.is_string()) return {};
+    const std::string& text = seq.get_ref<const std::string&>();
+    std::vector<int8_t> v;
+    int value = -1;  // the number being read, -1 between numbers
+    for (size_t i = 0; i <= text.size(); ++i) {
+      const char ch = i < text.size() ? text[i] : ' ';
+      if (ch >= '0' && ch <= '9') {
+        value = (value < 0 ? 0 : value * 10) + (ch - '0');
+        if (value > R) return {};
+      } else if (ch == ' ') {
+        if (value >= 0) {
+          if (++total > kMaxRankPathRanks) return {};
+          v.push_back(static_cast<int8_t>(value));
+        }
+        value = -1;
+      } else {
+        return {};
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::string rank_path_text(std::span<const int8_t> ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) s += ' ';
+    s += std::to_string(static_cast<int>(ranks[i]));
+  }
+  return s;
+}
 
 Calibration load_calibration(const std::string& target_path, const std::string& draft_path, const TimingSetup& setup) {
   Calibration c;
@@ -201,7 +242,11 @@ std::string timing_cache_path(const std::string& target_path, const std::string&
   try {
     std::string stem = fs::path(draft_path).filename().string();
     if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
-    const std::string name = stem + "-" + file_fingerprint(draft_path) + "-" + file_fingerprint(target_path) + ".json";
+    // "-t2": tables timed in rounds over all sizes (measure_step_timings). Caches of the first
+    // method (each size in turn, the first one cold: a one-row forward measured 1.4x its true
+    // time, and --tree auto chose chains too short) are not read.
+    const std::string name =
+        stem + "-" + file_fingerprint(draft_path) + "-" + file_fingerprint(target_path) + "-t2.json";
     return (fs::path(dir) / "timings" / name).string();
   } catch (const std::exception&) {
     return "";

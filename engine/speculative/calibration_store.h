@@ -7,6 +7,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -97,6 +98,10 @@ struct Calibration {
   // `specchat-cli calibrate`)"); "" when it is usable.
   std::string problem;
   std::vector<double> accept_by_rank;  // [R] a[r], each finite in [0, 1]; empty = none usable
+  // acceptance.rank_paths: [n_prompts][len] the draft rank of each greedy target token, R for a
+  // miss (RankPathModel, engine/speculative/rank_paths.h); empty when the file has none (written
+  // before they were recorded) or they are unusable (see rank_paths_of).
+  std::vector<std::vector<int8_t>> rank_paths;
   // For this backend and setup: the calibration file's table, else the timing cache's
   // (timing_cache_path; timings_cached); !valid() = none.
   StepTimings timings;
@@ -105,6 +110,18 @@ struct Calibration {
 
   bool has_acceptance() const { return !accept_by_rank.empty(); }
 };
+
+// Most ranks a calibration's rank_paths may hold in all (calibrate stops recording there): the
+// RankPathModel built from them stays small whatever a file says.
+inline constexpr int64_t kMaxRankPathRanks = 262144;
+// acceptance.rank_paths of a calibration object whose acceptance vector has R ranks: a list of
+// strings, one per prompt, each the ranks in order as decimal integers in [0, R] separated by
+// spaces ("0 0 1 0 8"; one line per prompt in the written file), at most kMaxRankPathRanks in
+// all. Empty when absent, when R is not in [1, 127], or when anything is out of shape (the
+// planner then uses the acceptance vector alone). Never throws.
+std::vector<std::vector<int8_t>> rank_paths_of(const nlohmann::json& doc, int R);
+// One prompt's ranks in rank_paths_of's text form.
+std::string rank_path_text(std::span<const int8_t> ranks);
 
 // Reads the calibration of the pair (target_path, draft_path) from calibration_path(draft_path).
 // `setup` selects the timings (calibration_timings_from_json); when the file has none for it
@@ -146,7 +163,8 @@ void write_calibration_file(const std::string& path, const nlohmann::json& j);
 // values are ignored, as the XDG rule says); "" when none of them is set.
 std::string timing_cache_dir();
 // The timing cache of one pair of model files: <timing_cache_dir()>/timings/<draft file name
-// without .gguf>-<draft's file_fingerprint>-<target's file_fingerprint>.json (one draft used with
+// without .gguf>-<draft's file_fingerprint>-<target's file_fingerprint>-t2.json (t2: the timing
+// method of measure_step_timings; files of an earlier method are not read; one draft used with
 // two targets keeps two caches), a calibration object with timing tables only (target, draft,
 // timings_by_setup, timings). "" when there is no cache folder or a model cannot be read.
 std::string timing_cache_path(const std::string& target_path, const std::string& draft_path);

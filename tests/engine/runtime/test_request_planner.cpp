@@ -607,3 +607,49 @@ TEST_CASE("plan_tree: block and MTP drafters run only where installed, a block b
     }
   }
 }
+
+TEST_CASE("plan_tree: a calibration's rank paths plan optimal and auto trees", "[unit]") {
+  // Measured paths where the draft's second choice is right after every miss of its first: the
+  // plan must come from them, not from the vector's independence model.
+  std::vector<std::vector<int8_t>> paths;
+  for (int i = 0; i < 8; ++i) paths.push_back({0, 0, 1, 0, 0, 5, 0, 1, 0, 0, 0, 5});
+  const RankPathModel model(paths, 5, kRankPathMaxDepth);
+  PlanContext ctx = with_draft();
+  ctx.calibration.status = Calibration::Status::ok;
+  ctx.calibration.problem.clear();
+  ctx.calibration.accept_by_rank = kMeasured;
+  ctx.calibration.rank_paths = paths;
+  ctx.calibration.timings = timings(0.2, 10.0, 0.05);
+  SpecSettings s;
+  s.tree = TreeMode::optimal;
+  s.node_budget = 6;
+  s.depth = 4;
+  TreePlan p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.acceptance_source == "calibration");
+  CHECK(p.acceptance_model == "rank paths");
+  const TreeShape want = model.best_tree(6, 4);
+  CHECK(p.spec.tree.shape_parent == want.parent);
+  CHECK(p.spec.tree.shape_rank == want.rank);
+  CHECK(p.expected_tokens() == Approx(want.expected_tokens));
+
+  s.auto_tree = true;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.acceptance_model == "rank paths");
+  const SequoiaPlanner planner(kMeasured, 64, 64);
+  const BudgetChoice c = choose_budget(planner, ctx.calibration.timings, 64, 64, &model);
+  CHECK(p.choice.node_budget == c.node_budget);
+  CHECK(p.choice.depth == c.depth);
+  CHECK(p.expected_tokens() == Approx(c.expected_tokens));
+
+  // Paths that do not fit the vector (a rank past its R) are not used: the vector's model plans.
+  ctx.calibration.rank_paths = {{0, 9}};
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.acceptance_model == "independent ranks");
+  CHECK(p.choice.node_budget == choose_budget(planner, ctx.calibration.timings, 64, 64).node_budget);
+  // No paths (a file written before they were recorded): the same.
+  ctx.calibration.rank_paths.clear();
+  s.auto_tree = false;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.acceptance_model == "independent ranks");
+  CHECK(p.spec.tree.shape_parent == sequoia_tree(kMeasured, 6, 4).parent);
+}

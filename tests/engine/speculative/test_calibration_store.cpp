@@ -360,3 +360,47 @@ TEST_CASE("calibration store: caching timings leaves the calibration file and it
   REQUIRE(cache["timings"].contains("date"));
   CHECK(cache["timings"]["date"].get<std::string>() != measured);
 }
+
+TEST_CASE("calibration store: rank paths are read back, and refused when out of shape", "[unit][calibration]") {
+  ScratchPair p;
+  const std::vector<int8_t> a = {0, 0, 1, 8, 0}, b = {3, 0};
+  CHECK(rank_path_text(a) == "0 0 1 8 0");
+  CHECK(rank_path_text(std::vector<int8_t>{}).empty());
+  json doc{{"version", kCalibrationVersion},
+           {"target", calibration_file_info(p.target())},
+           {"draft", calibration_file_info(p.draft())},
+           {"acceptance",
+            {{"accept_by_rank", std::vector<double>(8, 0.1)}, {"rank_paths", {rank_path_text(a), rank_path_text(b)}}}}};
+  write_calibration_file(calibration_path(p.draft()), doc);
+  Calibration c = load_calibration(p.target(), p.draft(), {1, "f16", "f32"});
+  REQUIRE(c.rank_paths.size() == 2);
+  CHECK(c.rank_paths[0] == a);
+  CHECK(c.rank_paths[1] == b);
+  CHECK(rank_paths_of(doc, 8) == c.rank_paths);
+  // Spaces around and between numbers are fine.
+  CHECK(rank_paths_of(json{{"acceptance", {{"rank_paths", {"  0  2 "}}}}}, 8) == std::vector<std::vector<int8_t>>{{0, 2}});
+  // Anything out of shape: the planner falls back to the vector (no throw, no partial paths).
+  for (const json& bad : {json{"0 9"},              // rank past R = 8
+                          json{"0 -1"},             // not a digit
+                          json{"0,1"},              // another separator
+                          json{"99999999999999"},   // overflows nothing: refused as past R
+                          json{json::array({0, 1})},  // numbers instead of text
+                          json{"0 1", 7},
+                          json("0 1")}) {           // not a list
+    INFO(bad.dump());
+    json d = doc;
+    d["acceptance"]["rank_paths"] = bad;
+    CHECK(rank_paths_of(d, 8).empty());
+  }
+  CHECK(rank_paths_of(doc, 0).empty());
+  CHECK(rank_paths_of(doc, 200).empty());
+  CHECK(rank_paths_of(json(), 8).empty());
+  CHECK(rank_paths_of(json{{"acceptance", 3}}, 8).empty());
+  // At most kMaxRankPathRanks ranks in all.
+  std::string many;
+  for (int64_t i = 0; i < kMaxRankPathRanks; ++i) many += "0 ";
+  json big{{"acceptance", {{"rank_paths", {many}}}}};
+  CHECK(rank_paths_of(big, 8).size() == 1);
+  big["acceptance"]["rank_paths"].push_back("0");
+  CHECK(rank_paths_of(big, 8).empty());
+}

@@ -49,6 +49,16 @@ TEST_CASE("timing cache: auto's timings go to the cache folder, the calibration 
   CHECK(cache.size() > 5);
   CHECK(cache.substr(cache.size() - 5) == ".json");
 
+  // A cache of the first timing method (named without "-t2": each size timed in turn, the
+  // first one cold) is not read: its one-row time was inflated and auto chose chains too short.
+  CHECK(cache.substr(cache.size() - 8) == "-t2.json");
+  {
+    const std::string old_name = cache.substr(0, cache.size() - 8) + ".json";
+    fs::create_directories(fs::path(cache).parent_path());
+    const nlohmann::json old_doc{{"target", calibration_file_info(target)}, {"draft", calibration_file_info(draft)},
+                                 {"timings", calibration_timings_json(linear_timings(1, 2, 3), TimingSetup{2}, 8, 1)}};
+    std::ofstream(old_name) << old_doc.dump();
+  }
   // No calibration file: timings cached for setup 2 threads serve that setup only.
   Calibration c = load_calibration(target, draft, TimingSetup{2});
   CHECK(c.status == Calibration::Status::missing);
