@@ -242,7 +242,7 @@ std::string timing_cache_path(const std::string& target_path, const std::string&
   try {
     std::string stem = fs::path(draft_path).filename().string();
     if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
-    // "-t2": tables timed in rounds over all sizes (measure_step_timings). Caches of the first
+    // "-t2": tables timed after a warm-up round over all sizes (measure_step_timings). Caches of the first
     // method (each size in turn, the first one cold: a one-row forward measured 1.4x its true
     // time, and --tree auto chose chains too short) are not read.
     const std::string name =
