@@ -203,7 +203,7 @@ void EngineWorker::generate(const GenerateJob& job) {
     req.prompt = fit.prompt;
     req.max_tokens = job.settings.max_tokens;
     req.sampling = job.settings.sampling;
-    const SpecSetup setup = plan_spec(job.settings, *pair_, features_);
+    const SpecSetup setup = plan_spec(job.settings, *pair_, features_, req.prompt);
     out.speculative = setup.speculative;
     req.spec = setup.spec;
     const quint64 id = job.id;

@@ -114,7 +114,7 @@ void EngineWorker::compare(const CompareJob& job) {
     req.prompt = pair_->encode_chat(messages);
     req.max_tokens = job.settings.max_tokens;
     req.sampling = job.settings.sampling;
-    const SpecSetup spec = plan_spec(job.settings, *pair_, features_);
+    const SpecSetup spec = plan_spec(job.settings, *pair_, features_, req.prompt);
     out.drafter = spec.drafter;
     out.tree_mode = spec.tree_mode;
     out.node_budget = spec.node_budget;

@@ -4,10 +4,11 @@
 
 namespace specchat::ui {
 
-SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair, const FeatureDrafters& fd) {
+SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair, const FeatureDrafters& fd,
+                    std::span<const int32_t> prompt) {
   RequestPlanner planner(pair);
   planner.set_feature_drafters(fd);
-  const TreePlan plan = planner.plan_tree(to_spec_settings(s));
+  const TreePlan plan = planner.plan_tree(to_spec_settings(s), prompt);
   SpecSetup out;
   out.spec = plan.spec;
   out.speculative = plan.speculative();

@@ -4,6 +4,8 @@
 // words the live panel and the compare view show.
 #pragma once
 
+#include <span>
+
 #include <QString>
 #include <QStringList>
 
@@ -26,9 +28,12 @@ struct SpecSetup {
 
 // Plans the speculative side of a request on `pair` with RequestPlanner::plan_tree (see there for
 // the rules: baseline without a draft model, budgets clamped to one target forward, optimal trees
-// from the calibration or the prior acceptance vector, n-gram trees dynamic). Never throws for
-// user settings (the app has no automatic trees, the one case that can). `fd`: the block drafter
-// and MTP head the engine has (a request for one it lacks plans plain decoding, with a warning).
-SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair, const FeatureDrafters& fd = {});
+// from the calibration or the prior acceptance vector, n-gram trees dynamic). Auto trees time the
+// models once on `prompt` (the request's ids; BOS repeated when empty) when neither the
+// calibration nor the timing cache has a table for this setup; that timing failing is the one
+// case that throws (std::runtime_error). `fd`: the block drafter and MTP head the engine has (a
+// request for one it lacks plans plain decoding, with a warning).
+SpecSetup plan_spec(const GenerationSettings& s, const ModelPair& pair, const FeatureDrafters& fd = {},
+                    std::span<const int32_t> prompt = {});
 
 }  // namespace specchat::ui

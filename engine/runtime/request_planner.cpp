@@ -259,7 +259,13 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
   std::string cache_warning;
   if (calibrated && s.auto_tree) {
     ctx.measure_timings = [&]() {
-      const std::vector<int32_t> p(prompt.begin(), prompt.end());
+      // Without a prompt (the app plans from its settings) the models are timed on BOS repeated:
+      // a forward's cost does not depend on which ids it reads.
+      std::vector<int32_t> p(prompt.begin(), prompt.end());
+      if (p.empty()) {
+        const int32_t bos = target.vocab().bos_id;
+        p.push_back(bos >= 0 && bos < target.config().n_vocab ? bos : 0);
+      }
       const std::vector<int32_t> tctx = calibration_timing_context(p, target.n_ctx());
       if (tctx.empty()) return StepTimings{};
       constexpr int kReps = 3;  // a quick measurement on the request's path; calibrate uses more

@@ -172,7 +172,8 @@ class RequestPlanner {
   //  - optimal (Sequoia §3.1): the tree for (node_budget, depth) from the calibration's
   //    acceptance vector. auto (Sequoia §3.3): choose_budget over N ≤ min(64, max_nodes) with
   //    the calibration's timings for this setup, else those cached by an earlier auto run, else
-  //    timings measured now on `prompt` and cached in the user's timing cache (timing_cache_path;
+  //    timings measured now on `prompt` (BOS repeated when it is empty) and cached in the user's
+  //    timing cache (timing_cache_path;
   //    the calibration file is never written); plain decoding when drafting does not pay.
   //  - THE fallback: when the calibration is missing, for other model files, unreadable or
   //    without a usable acceptance vector, the prior a[r] = 0.5^(r+1) (r < 8) stands in for it,

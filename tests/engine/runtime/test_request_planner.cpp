@@ -353,3 +353,28 @@ TEST_CASE("request planner: the CLI runs SpecSettings' defaults and reports both
   CHECK(r.json.at("total_time_ratio").get<double>() == Approx(base_ms / spec_ms));
   CHECK(base_ms >= r.json.at("baseline").at("decode_ms").get<double>());
 }
+
+TEST_CASE("request planner: auto trees are planned without a prompt (the app's settings)", "[model]") {
+  // Regression: the app plans a request's tree from its settings alone (ui/spec_setup.cpp); with
+  // no timings in the calibration or the cache, `auto` timed the models on the prompt, found it
+  // empty and threw ("could not time the models"), so every reply failed in Auto mode.
+  ModelPair& pair = test::bundled_pair();
+  const RequestPlanner planner(pair, 2);
+  SpecSettings s;
+  s.auto_tree = true;
+  const Calibration cal = load_calibration(pair.target->path(), pair.draft->path(), timing_setup_of(*pair.target, 2));
+  REQUIRE(cal.has_acceptance());
+  if (cal.timings.valid()) {
+    WARN("SKIPPED: timings for this setup are already cached (" << timing_cache_path(pair.target->path(), pair.draft->path())
+                                                                 << "), so nothing would be measured");
+    return;
+  }
+  TreePlan p;
+  REQUIRE_NOTHROW(p = planner.plan_tree(s));
+  CHECK(p.timings_source == "measured");
+  CHECK(p.acceptance_model == "rank paths");  // the committed calibration records them
+  CHECK(p.choice.step_ms > 0);
+  CHECK(p.baseline_ms_per_token > 0);
+  // Measured once, then cached for the next request.
+  CHECK(planner.plan_tree(s).timings_source == "cache");
+}
