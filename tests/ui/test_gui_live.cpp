@@ -221,6 +221,28 @@ TEST_CASE("gui: optimal tree without calibration uses the prior acceptance vecto
   CHECK(setup.warnings.front().contains(QStringLiteral("prior")));
 }
 
+// Regression: Auto planned from the settings alone, with no prompt; on a machine with no cached
+// timings the planner timed the models on an empty context and threw, so every reply failed.
+TEST_CASE("gui: the Auto tree mode plans a reply with no cached timings", "[gui][model]") {
+  specchat::PairOptions o;
+  o.target_path = specchat::test::target_model();
+  o.draft_path = specchat::test::draft_model();
+  const specchat::ModelPair pair = specchat::ModelPair::load(o);
+  // A timing cache of its own, empty, so the timings are measured here.
+  const QTemporaryDir cache;
+  REQUIRE(cache.isValid());
+  const QByteArray saved = qgetenv("SPECCHAT_CACHE_DIR");
+  qputenv("SPECCHAT_CACHE_DIR", cache.path().toUtf8());
+  GenerationSettings s;
+  s.auto_tree = true;
+  SpecSetup setup;
+  CHECK_NOTHROW(setup = plan_spec(s, pair));  // no prompt at all: timed on BOS repeated
+  CHECK((setup.tree_mode == QStringLiteral("chain") || setup.tree_mode == QStringLiteral("optimal") ||
+         setup.tree_mode == QStringLiteral("none")));
+  CHECK_NOTHROW(setup = plan_spec(s, pair, {}, pair.encode_prompt("Once upon a time")));
+  qputenv("SPECCHAT_CACHE_DIR", saved);
+}
+
 TEST_CASE("gui: drafted tokens are shown distinctly with their step", "[gui][unit]") {
   ChatModel m;
   ChatItem user;
