@@ -204,6 +204,16 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
   if (!s.auto_tree) {
     if (paths) {
       p.shape = paths->best_tree(s.node_budget, s.depth);
+      // Paths seen fewer than twice, or deeper than the model keeps, are not planned: say what
+      // runs instead of the budget asked for.
+      if (p.shape.size() < s.node_budget) {
+        p.warnings.push_back("the calibration's rank paths fill " + std::to_string(p.shape.size()) + " of the " +
+                             std::to_string(s.node_budget) + " nodes (no other path within depth " +
+                             std::to_string(std::min(s.depth, kRankPathMaxDepth)) +
+                             " was accepted twice in calibration): drafting " + std::to_string(p.shape.size()));
+        s.node_budget = std::max(1, p.shape.size());
+        s.depth = std::max(1, p.shape.max_depth());
+      }
     } else {
       p.shape = sequoia_tree(p.accept_by_rank, s.node_budget, s.depth);
     }

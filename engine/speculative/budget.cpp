@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace specchat {
@@ -34,6 +35,21 @@ bool StepTimings::valid() const {
 
 double StepTimings::t_draft(double width) const { return interpolate(draft_widths, draft_ms, width); }
 double StepTimings::t_verify(int nodes) const { return interpolate(verify_nodes, verify_ms, nodes); }
+
+double make_timings_monotone(StepTimings& t) {
+  double worst = 1.0;
+  for (std::vector<double>* ms : {&t.draft_ms, &t.verify_ms}) {
+    double least = std::numeric_limits<double>::infinity();
+    for (auto it = ms->rbegin(); it != ms->rend(); ++it) {
+      if (*it > least) {
+        if (least > 0) worst = std::max(worst, *it / least);
+        *it = least;
+      }
+      least = std::min(least, *it);
+    }
+  }
+  return worst;
+}
 
 double step_cost_ms(const TreeShape& shape, const StepTimings& t, double fed_first) {
   double ms = t.t_verify(shape.size());

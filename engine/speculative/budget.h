@@ -33,6 +33,15 @@ struct StepTimings {
   double t_verify(int nodes) const;
 };
 
+// Makes both tables non-decreasing in their key: each time becomes the least of itself and the
+// times of the larger sizes. A forward of more rows never costs less, so a time above a larger
+// size's is noise (a forward preempted or run on cold caches), the kind timings have; lowering
+// it to the larger size's keeps the noise from planning (a running maximum from below would
+// instead copy one slow small forward to every larger size). Returns the largest ratio by
+// which a time exceeded a larger size's before (1 when the tables were non-decreasing). Requires
+// t.valid().
+double make_timings_monotone(StepTimings& t);
+
 // Time of one speculative step with this shape (ms): one draft forward per level, the first
 // feeding the tokens the previous step committed (`fed_first` tokens, e.g. E[tokens] for
 // trees, 1 for chains whose accepted drafts are already cached), level d ≥ 2 feeding the

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <stdexcept>
 
 #include "engine/model.h"
+#include "engine/speculative/budget.h"
 
 namespace specchat {
 
@@ -103,24 +105,20 @@ StepTimings measure_step_timings(LlamaModel& target, LlamaModel* draft, std::spa
   // One warm-up round over every size first: a process's first forwards run on cold caches and
   // pages (a one-row forward timed first measured 1.4x its later time). Then each size in turn:
   // one untimed forward (the previous, larger size left other data in the caches) and `reps`
-  // timed ones back to back, as decoding runs them.
+  // timed ones back to back, as decoding runs them; the fastest counts (a preempted forward is
+  // slower, never faster, than its cost).
   auto time_all = [&](LlamaModel& m, const std::vector<int>& sizes, std::vector<double>& out) {
     for (int size : sizes) m.forward(timing_batch(ctx, n - 1, size));
-    double floor = 0;
     for (int size : sizes) {
       const Batch b = timing_batch(ctx, n - 1, size);
       m.forward(b);
-      std::vector<double> ms;
+      double best = std::numeric_limits<double>::infinity();
       for (int r = 0; r < std::max(1, reps); ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         m.forward(b);
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       }
-      // The median, then made non-decreasing in the size: a forward of more rows never costs
-      // less, and a smaller time measured for it is noise the budget search would exploit.
-      std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
-      floor = std::max(floor, ms[ms.size() / 2]);
-      out.push_back(floor);
+      out.push_back(best);
     }
   };
   prefill(target, ctx);
@@ -141,6 +139,7 @@ StepTimings measure_step_timings(LlamaModel& target, LlamaModel* draft, std::spa
     time_all(*draft, t.draft_widths, t.draft_ms);
     draft->kv().truncate(0);
   }
+  if (t.valid()) make_timings_monotone(t);
   return t;
 }
 

@@ -38,9 +38,9 @@ void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from
 // (a forward of N + 1 tokens at slot n − 1, every row's logits) for each N in verify_nodes, and
 // (when draft is not null) the draft feeding w tokens for each w in draft_widths (both lists
 // increasing). Each model runs one warm-up round over all its sizes; then each size is timed
-// after one untimed forward as the median of max(1, reps) forwards, in ms, raised to the
-// largest time of the smaller sizes (non-decreasing: more rows never cost less). Node counts /
-// widths that do not
+// after one untimed forward as the fastest of max(1, reps) forwards, in ms, and the tables are
+// made non-decreasing (make_timings_monotone: more rows never cost less). Node counts / widths
+// that do not
 // fit (max_batch, n_ctx) are left out, so ctx should leave room for the largest. Both caches
 // are left empty. Without a draft, draft_widths/draft_ms are empty (the result is not valid()).
 StepTimings measure_step_timings(LlamaModel& target, LlamaModel* draft, std::span<const int32_t> ctx,

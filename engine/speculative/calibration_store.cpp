@@ -162,6 +162,8 @@ std::vector<std::vector<int8_t>> rank_paths_of(const json& doc, int R) {
   if (R < 1 || R > 127) return {};
   const json& list = json_member(json_member(doc, "acceptance"), "rank_paths");
   if (!list.is_array()) return {};
+  // Entries are bounded like ranks: an empty entry costs nothing to keep but still a loop.
+  if (static_cast<int64_t>(list.size()) > kMaxRankPathRanks) return {};
   std::vector<std::vector<int8_t>> out;
   int64_t total = 0;
   for (const json& seq : list) {
@@ -184,7 +186,7 @@ std::vector<std::vector<int8_t>> rank_paths_of(const json& doc, int R) {
         return {};
       }
     }
-    out.push_back(std::move(v));
+    if (!v.empty()) out.push_back(std::move(v));  // an empty prompt adds no start position
   }
   return out;
 }
@@ -232,7 +234,8 @@ std::string timing_cache_dir() {
   if (!own.empty() && own.front() == '/') return own;
   const std::string xdg = env("XDG_CACHE_HOME");
   if (!xdg.empty() && xdg.front() == '/') return xdg + "/specchat";
-  if (!env("HOME").empty()) return env("HOME") + "/.cache/specchat";
+  const std::string home = env("HOME");
+  if (!home.empty() && home.front() == '/') return home + "/.cache/specchat";
   return "";
 }
 
@@ -378,7 +381,13 @@ StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setu
       !std::all_of(t.verify_ms.begin(), t.verify_ms.end(), plausible_ms)) {
     return {};
   }
-  return t.valid() ? t : StepTimings{};
+  if (!t.valid()) return {};
+  // measure_step_timings writes non-decreasing tables. One where a time exceeds a larger size's
+  // by more than 10 % was measured otherwise (before that rule, or by hand) and would plan on
+  // noise (a hand-made [6, 0.28] ms made auto plan 64-node trees): not used, so auto times the
+  // models again. Smaller dips are smoothed.
+  if (make_timings_monotone(t) > 1.10) return {};
+  return t;
 }
 
 StepTimings calibration_timings_of(const json& doc, const TimingSetup& setup) {
@@ -438,8 +447,9 @@ void write_calibration_file(const std::string& path, const json& j) {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
+    const std::string why = ec.message();  // before remove() reuses ec
     fs::remove(tmp, ec);
-    throw std::runtime_error("cannot write " + path + ": " + ec.message());
+    throw std::runtime_error("cannot write " + path + ": " + why);
   }
 }
 

@@ -140,7 +140,8 @@ nlohmann::json calibration_file_info(const std::string& model_path);
 // "draft_ms", "verify_nodes", "verify_ms"} (times in ms per forward).
 nlohmann::json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps);
 // The inverse, for this backend and `setup`; an invalid (empty) table when the entry is for
-// another backend, thread count, KV type or activation rounding, or malformed. An entry written
+// another backend, thread count, KV type or activation rounding, or malformed, or when a time
+// exceeds a larger size's by more than 10 % (smaller dips are smoothed: make_timings_monotone). An entry written
 // before kv_type / activations were recorded matches any value of the key it lacks.
 StepTimings calibration_timings_from_json(const nlohmann::json& j, const TimingSetup& setup);
 // The timings of a calibration object for `setup`: from its "timings_by_setup" list (one table

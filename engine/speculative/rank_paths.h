@@ -33,7 +33,9 @@ class RankPathModel {
   // sequences: [n_seq][len_i] ranks in [0, n_ranks] (n_ranks = a miss: the target's token had
   // rank ≥ n_ranks in the draft); max_depth ≥ 1 bounds the paths kept (deeper nodes are never
   // planned). Every start position u of a sequence contributes the path s[u], s[u + 1], … up to
-  // its first miss, its end or max_depth ranks. The value of a node at depth d is its count over
+  // its first miss, its end or max_depth ranks, and past a node seen fewer than kMinPathCount
+  // times no deeper (nodes below it are left out: worth at most 1 / starts() each, they only
+  // cost time and memory). The value of a node at depth d is its count over
   // the starts with at least d ranks left, capped at its parent's value (an end-of-sequence
   // effect could otherwise make a child worth more than its parent). Throws
   // std::invalid_argument for n_ranks < 1, max_depth < 1, a rank outside [0, n_ranks] or more
@@ -79,6 +81,9 @@ class RankPathModel {
   std::vector<int32_t> order_;  // nodes_ by value (desc), then breadth-first (shallower first)
 };
 
+// A path is followed deeper only past prefixes seen at least this often (RankPathModel).
+inline constexpr int64_t kMinPathCount = 2;
+
 // Most nodes a RankPathModel builds (each distinct path prefix seen is one): bounds the memory
 // a hostile calibration file can make it take (about 40 bytes a node).
 inline constexpr int64_t kRankPathMaxNodes = int64_t{1} << 20;
@@ -88,9 +93,14 @@ inline constexpr int64_t kRankPathMaxNodes = int64_t{1} << 20;
 // positions).
 inline constexpr int kRankPathMaxDepth = 32;
 
+// Fewest start positions a RankPathModel is planned from: below, a path's share is too rough to
+// beat the acceptance vector (a calibration of one prompt and one token made optimal trees of
+// one node).
+inline constexpr int64_t kMinRankPathStarts = 256;
+
 // The model of a calibration's rank paths (R ranks, paths up to max_depth), or null when there
-// are no sequences or they do not make one (a rank out of range, too many distinct paths).
-// Never throws.
+// are fewer than kMinRankPathStarts ranks or they do not make one (a rank out of range, too many
+// distinct paths). Never throws.
 std::unique_ptr<RankPathModel> try_rank_path_model(std::span<const std::vector<int8_t>> sequences, int n_ranks,
                                                    int max_depth);
 

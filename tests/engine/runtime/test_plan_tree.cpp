@@ -251,7 +251,7 @@ TEST_CASE("plan_tree: a calibration's rank paths plan optimal and auto trees", "
   // Measured paths where the draft's second choice is right after every miss of its first: the
   // plan must come from them, not from the vector's independence model.
   std::vector<std::vector<int8_t>> paths;
-  for (int i = 0; i < 8; ++i) paths.push_back({0, 0, 1, 0, 0, 5, 0, 1, 0, 0, 0, 5});
+  for (int i = 0; i < 30; ++i) paths.push_back({0, 0, 1, 0, 0, 5, 0, 1, 0, 0, 0, 5});
   const RankPathModel model(paths, 5, kRankPathMaxDepth);
   PlanContext ctx = with_draft();
   ctx.calibration.status = Calibration::Status::ok;
@@ -291,4 +291,32 @@ TEST_CASE("plan_tree: a calibration's rank paths plan optimal and auto trees", "
   p = RequestPlanner::plan_tree(s, ctx);
   CHECK(p.acceptance_model == "independent ranks");
   CHECK(p.spec.tree.shape_parent == sequoia_tree(kMeasured, 6, 4).parent);
+}
+
+TEST_CASE("plan_tree: sparse rank paths say how much of the budget they fill", "[unit]") {
+  // Regression (break-it pass): a calibration whose paths could fill only part of the budget
+  // drafted a smaller tree (or none) while the plan reported the budget asked for.
+  std::vector<std::vector<int8_t>> paths(40, std::vector<int8_t>{0, 0, 5, 0, 5, 5, 5, 5});  // R = 5: 5 is a miss
+  PlanContext ctx = with_draft();
+  ctx.calibration.status = Calibration::Status::ok;
+  ctx.calibration.problem.clear();
+  ctx.calibration.accept_by_rank = kMeasured;
+  ctx.calibration.rank_paths = paths;
+  SpecSettings s;
+  s.tree = TreeMode::optimal;
+  s.node_budget = 8;
+  s.depth = 4;
+  TreePlan p = RequestPlanner::plan_tree(s, ctx);
+  REQUIRE(p.acceptance_model == "rank paths");
+  CHECK(p.shape.size() == 2);  // the paths (0) and (0, 0): nothing else was ever accepted
+  CHECK(p.spec.effective_budget().node_budget == 2);
+  CHECK(p.spec.effective_budget().depth == 2);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "fill 2 of the 8 nodes"));
+  // Fewer than kMinRankPathStarts ranks: too little to plan from; the vector plans, in full.
+  ctx.calibration.rank_paths.assign(3, std::vector<int8_t>{0, 0, 1});
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.acceptance_model == "independent ranks");
+  CHECK(p.shape.size() == sequoia_tree(kMeasured, 8, 4).size());
+  CHECK(p.warnings.empty());
 }

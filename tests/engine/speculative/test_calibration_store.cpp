@@ -395,6 +395,12 @@ TEST_CASE("calibration store: rank paths are read back, and refused when out of 
   CHECK(rank_paths_of(doc, 0).empty());
   CHECK(rank_paths_of(doc, 200).empty());
   CHECK(rank_paths_of(json(), 8).empty());
+  // Empty entries (a prompt that produced nothing) add nothing; past kMaxRankPathRanks entries,
+  // empty or not, the list is refused (twenty million "" took 750 MB and seconds).
+  CHECK(rank_paths_of(json{{"acceptance", {{"rank_paths", {"", "  ", "0 1"}}}}}, 8) ==
+        std::vector<std::vector<int8_t>>{{0, 1}});
+  json blanks{{"acceptance", {{"rank_paths", std::vector<std::string>(static_cast<size_t>(kMaxRankPathRanks) + 1, "")}}}};
+  CHECK(rank_paths_of(blanks, 8).empty());
   CHECK(rank_paths_of(json{{"acceptance", 3}}, 8).empty());
   // At most kMaxRankPathRanks ranks in all.
   std::string many;

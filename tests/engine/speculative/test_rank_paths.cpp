@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <random>
@@ -35,6 +36,27 @@ double direct_value(const Seqs& seqs, const Path& path) {
     }
   }
   return n > 0 ? static_cast<double>(hit) / static_cast<double>(n) : 0.0;
+}
+
+// Starts with at least |path| ranks left whose next ranks begin with `path`.
+int64_t direct_count(const Seqs& seqs, const Path& path) {
+  const double v = direct_value(seqs, path);
+  int64_t n = 0;
+  for (const auto& s : seqs) n += std::max<int64_t>(0, static_cast<int64_t>(s.size()) - static_cast<int64_t>(path.size()) + 1);
+  return static_cast<int64_t>(std::llround(v * static_cast<double>(n)));
+}
+
+// The model's value of a path by its rules, from direct counts: 0 when a proper prefix was seen
+// fewer than kMinPathCount times (the path is not followed past it), else its share capped at
+// each prefix's.
+double model_value(const Seqs& seqs, const Path& p) {
+  double capped = 1.0;
+  for (size_t d = 1; d <= p.size(); ++d) {
+    const Path prefix(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(d));
+    if (d < p.size() && direct_count(seqs, prefix) < kMinPathCount) return 0.0;
+    capped = std::min(capped, direct_value(seqs, prefix));
+  }
+  return capped;
 }
 
 // The path of every node of a shape.
@@ -87,11 +109,12 @@ TEST_CASE("RankPathModel values nodes by their share of start positions", "[unit
     INFO("path length " << p.size() << " first rank " << p[0]);
     const double v = m.expected_tokens(t) - m.expected_tokens(parent_chain);
     // The share, capped at the parent's value (here the end of the sequences raises (1, 0)
-    // and (0, 0, 1, 0) above their parents).
-    double capped = 1.0;
-    for (size_t d = 1; d <= p.size(); ++d) capped = std::min(capped, direct_value(seqs, Path(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(d))));
-    CHECK(v == Approx(capped));
+    // above its parent), and 0 below a prefix seen once ((0, 0, 1) is seen once: (0, 0, 1, 0)
+    // is not followed).
+    CHECK(v == Approx(model_value(seqs, p)));
   }
+  CHECK(model_value(seqs, {0, 0, 1, 0}) == 0.0);  // below a prefix seen once
+  CHECK(direct_value(seqs, {0, 0, 1, 0}) > 0.0);
   // A path never seen is worth nothing; nor is anything below it.
   TreeShape unseen;
   unseen.parent = {-1, 0};
@@ -118,11 +141,9 @@ TEST_CASE("RankPathModel::best_tree is the best tree of observed paths (brute fo
       for (int r = 0; r < R; ++r) {
         Path q = p;
         q.push_back(r);
-        const double v = direct_value(seqs, q);
+        const double v = model_value(seqs, q);
         if (v <= 0) continue;
-        double capped = v;
-        if (!p.empty()) capped = std::min(v, value[p]);
-        value[q] = capped;
+        value[q] = v;
         walk(q);
       }
     };
@@ -193,12 +214,38 @@ TEST_CASE("RankPathModel refuses malformed sequences and bounds its size", "[uni
   CHECK(try_rank_path_model(bad, 2, 4) == nullptr);
   CHECK(try_rank_path_model(Seqs{}, 2, 4) == nullptr);  // nothing recorded: no model
   CHECK(try_rank_path_model(Seqs{{}}, 2, 4) == nullptr);
-  CHECK(try_rank_path_model(ok, 2, 4) != nullptr);
-  // Random ranks over 32 values make a new path at almost every step: past kRankPathMaxNodes
-  // distinct paths the model is refused instead of growing without bound.
-  const Seqs wide = random_seqs(7, 1, 200000, 32, 0.0);
+  // Too few start positions to plan from (a calibration of one prompt and one token made
+  // optimal trees of one node): the vector plans instead.
+  CHECK(RankPathModel(ok, 2, 4).starts() == 3);
+  CHECK(try_rank_path_model(ok, 2, 4) == nullptr);
+  CHECK(try_rank_path_model(Seqs{std::vector<int8_t>(kMinRankPathStarts - 1, 0)}, 2, 4) == nullptr);
+  CHECK(try_rank_path_model(Seqs{std::vector<int8_t>(kMinRankPathStarts, 0)}, 2, 4) != nullptr);
+  // Random ranks over 31 values, each sequence twice (so every path is seen twice and followed):
+  // past kRankPathMaxNodes distinct paths the model is refused instead of growing without bound.
+  Seqs wide = random_seqs(7, 1, 60000, 32, 0.0);
+  for (int8_t& r : wide[0]) r = static_cast<int8_t>(r % 32);  // no misses
+  wide.push_back(wide[0]);
   CHECK_THROWS_AS(RankPathModel(wide, 32, 32), std::invalid_argument);
   CHECK(try_rank_path_model(wide, 32, 32) == nullptr);
+  // Random paths seen once are not followed: the same ranks once make a small model.
+  const Seqs once = {wide[0]};
+  CHECK_NOTHROW(RankPathModel(once, 32, 32));
+}
+
+TEST_CASE("make_timings_monotone lowers a slow small size, never raises a fast one", "[unit]") {
+  // One preempted one-row forward (5.18 ms) must not become every larger size's time, as a
+  // running maximum made it (the break-it pass saw a whole table at 5.18 ms and auto planning
+  // plain decoding).
+  StepTimings t;
+  t.draft_widths = {1, 2, 4};
+  t.draft_ms = {0.03, 0.02, 0.05};
+  t.verify_nodes = {0, 1, 2, 4};
+  t.verify_ms = {0.39, 5.18, 0.40, 0.45};
+  CHECK(make_timings_monotone(t) == Approx(5.18 / 0.40));
+  CHECK(t.verify_ms == std::vector<double>{0.39, 0.40, 0.40, 0.45});
+  CHECK(t.draft_ms == std::vector<double>{0.02, 0.02, 0.05});
+  CHECK(make_timings_monotone(t) == 1.0);  // already non-decreasing: unchanged
+  CHECK(t.verify_ms == std::vector<double>{0.39, 0.40, 0.40, 0.45});
 }
 
 TEST_CASE("choose_budget with rank paths plans the chains that correlated acceptance pays for", "[unit]") {

@@ -120,6 +120,8 @@ TEST_CASE("timing cache: auto's timings go to the cache folder, the calibration 
   ::unsetenv("XDG_CACHE_HOME");
   ::setenv("HOME", (dir / "home").c_str(), 1);
   CHECK(timing_cache_dir() == (dir / "home" / ".cache" / "specchat").string());
+  ::setenv("HOME", "relhome", 1);  // regression: a relative HOME made ./relhome/.cache/specchat
+  CHECK(timing_cache_dir().empty());
   if (!home.empty()) ::setenv("HOME", home.c_str(), 1);
   if (!xdg.empty()) ::setenv("XDG_CACHE_HOME", xdg.c_str(), 1);
   ::setenv("SPECCHAT_CACHE_DIR", old_env.c_str(), 1);
@@ -252,4 +254,41 @@ TEST_CASE("write_calibration_file: concurrent writers of one file all succeed", 
   int leftovers = 0;
   for (const auto& e : fs::directory_iterator(s.dir)) leftovers += e.path().filename().string().find(".tmp") != std::string::npos;
   CHECK(leftovers == 0);
+}
+
+TEST_CASE("timing tables whose times fall as the size grows are not used", "[unit][calibration]") {
+  // Regression (break-it pass): a hand-edited cache with verify_ms [6, 0.28] for 0 and 64 nodes
+  // made --tree auto plan 64-node trees. measure_step_timings writes non-decreasing tables; one
+  // where a time exceeds a larger size's by more than 10 % is noise or by hand, and is not used
+  // (auto times the models again). A smaller dip is smoothed.
+  StepTimings t = linear_timings(0.1, 1.0, 0.1);
+  nlohmann::json j = calibration_timings_json(t, TimingSetup{2}, 8, 1);
+  CHECK(calibration_timings_from_json(j, TimingSetup{2}).valid());
+  j["verify_ms"][0] = 6.0;
+  CHECK_FALSE(calibration_timings_from_json(j, TimingSetup{2}).valid());
+  j["verify_ms"][0] = j["verify_ms"][1].get<double>() * 1.05;
+  const StepTimings smooth = calibration_timings_from_json(j, TimingSetup{2});
+  REQUIRE(smooth.valid());
+  CHECK(smooth.verify_ms[0] == Approx(smooth.verify_ms[1]));
+  j = calibration_timings_json(t, TimingSetup{2}, 8, 1);
+  j["draft_ms"][0] = 9.0;
+  CHECK_FALSE(calibration_timings_from_json(j, TimingSetup{2}).valid());
+}
+
+TEST_CASE("write_calibration_file names the reason it could not write", "[unit][calibration]") {
+  // Regression (break-it pass): with a folder where the file should be, the message ended in
+  // "Success" (the error code was reused by the clean-up before the message was made).
+  const fs::path dir = fs::temp_directory_path() / ("specchat-writefail-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "taken" / "inside");
+  try {
+    write_calibration_file((dir / "taken").string(), nlohmann::json::object());
+    FAIL("no error");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("cannot write") != std::string::npos);
+    CHECK(what.find("Success") == std::string::npos);
+  }
+  CHECK(fs::is_directory(dir / "taken"));
+  fs::remove_all(dir);
 }
