@@ -38,8 +38,8 @@ struct StepTimings {
 // size's is noise (a forward preempted or run on cold caches), the kind timings have; lowering
 // it to the larger size's keeps the noise from planning (a running maximum from below would
 // instead copy one slow small forward to every larger size). Returns the largest ratio by
-// which a time exceeded a larger size's before (1 when the tables were non-decreasing). Requires
-// t.valid().
+// which a time exceeded a larger size's before (1 when the tables were non-decreasing). Each
+// table is taken in its order as it is (empty tables stay empty); keys are not looked at.
 double make_timings_monotone(StepTimings& t);
 
 // Time of one speculative step with this shape (ms): one draft forward per level, the first

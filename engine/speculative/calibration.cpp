@@ -139,7 +139,7 @@ StepTimings measure_step_timings(LlamaModel& target, LlamaModel* draft, std::spa
     time_all(*draft, t.draft_widths, t.draft_ms);
     draft->kv().truncate(0);
   }
-  if (t.valid()) make_timings_monotone(t);
+  make_timings_monotone(t);
   return t;
 }
 

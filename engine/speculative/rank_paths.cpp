@@ -85,8 +85,6 @@ RankPathModel::RankPathModel(std::span<const std::vector<int8_t>> sequences, int
     if (n.parent >= 0) n.value = std::min(n.value, nodes_[static_cast<size_t>(n.parent)].value);
     push_kids(n.first_kid);
   }
-  std::vector<int32_t> pos(nodes_.size());
-  for (size_t i = 0; i < bfs.size(); ++i) pos[static_cast<size_t>(bfs[i])] = static_cast<int32_t>(i);
   order_ = bfs;
   std::stable_sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) {
     return nodes_[static_cast<size_t>(a)].value > nodes_[static_cast<size_t>(b)].value;
