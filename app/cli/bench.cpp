@@ -189,7 +189,12 @@ int cmd_bench(BenchOptions& o) {
     cfg.budget = budget;
     cfg.name = family == "baseline" ? "baseline" : family + " N=" + std::to_string(budget);
     cfg.req = make_request(oc, {}, family == "baseline" ? 0 : budget);
-    if (tree == "optimal") plan_tree(oc, pair, cfg.req);
+    if (tree == "optimal") {
+      // The row names the tree that runs: a calibration can fill fewer nodes than asked for.
+      plan_tree(oc, pair, cfg.req);
+      const int ran = cfg.req.spec.draft_k > 0 ? cfg.req.spec.effective_budget().node_budget : 0;
+      if (ran != budget) cfg.name += ran > 0 ? " (" + std::to_string(ran) + " run)" : " (none)";
+    }
     return cfg;
   };
   std::vector<Config> cfgs;

@@ -62,7 +62,7 @@ void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
   cmd.add_option("-n,--max-tokens", o.n, "target tokens generated per prompt")->check(CLI::Range(1, 4096));
   cmd.add_option("--ranks", o.ranks, "draft ranks counted (rank >= this is a miss)")->check(CLI::Range(1, 64));
   cmd.add_option("--max-prompts", o.max_prompts, "use at most this many prompts (0 = all)")->check(CLI::Range(0, 1 << 20));
-  cmd.add_option("--reps", o.reps, "timed forwards per measurement (median)")->check(CLI::Range(1, 100));
+  cmd.add_option("--reps", o.reps, "timed forwards per measurement (the fastest counts)")->check(CLI::Range(1, 100));
   cmd.add_option("--threads", o.threads, "CPU threads of the engine's pool (0 = all cores; more than the cores is capped)")->check(CLI::Range(0, 256));
   cmd.add_flag("--json", o.json, "print the calibration as JSON");
   cmd.add_option("--drafter", o.drafter,

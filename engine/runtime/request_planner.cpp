@@ -201,22 +201,32 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
           ? try_rank_path_model(cal.rank_paths, static_cast<int>(p.accept_by_rank.size()), kRankPathMaxDepth)
           : nullptr;
   p.acceptance_model = paths ? "rank paths" : "independent ranks";
+  if (!paths && p.acceptance_source == "calibration" && (cal.rank_paths_recorded || !cal.rank_paths.empty())) {
+    p.warnings.push_back("the calibration's rank paths are not used (fewer than " + std::to_string(kMinRankPathStarts) +
+                         " ranks, malformed, or too varied): planning from its acceptance vector");
+  }
   if (!s.auto_tree) {
-    if (paths) {
-      p.shape = paths->best_tree(s.node_budget, s.depth);
-      // Paths seen fewer than twice, or deeper than the model keeps, are not planned: say what
-      // runs instead of the budget asked for.
-      if (p.shape.size() < s.node_budget) {
-        p.warnings.push_back("the calibration's rank paths fill " + std::to_string(p.shape.size()) + " of the " +
-                             std::to_string(s.node_budget) + " nodes (no other path within depth " +
-                             std::to_string(std::min(s.depth, kRankPathMaxDepth)) +
-                             " was accepted twice in calibration): drafting " + std::to_string(p.shape.size()));
-        s.node_budget = std::max(1, p.shape.size());
-        s.depth = std::max(1, p.shape.max_depth());
-      }
-    } else {
-      p.shape = sequoia_tree(p.accept_by_rank, s.node_budget, s.depth);
+    p.shape = paths ? paths->best_tree(s.node_budget, s.depth) : sequoia_tree(p.accept_by_rank, s.node_budget, s.depth);
+    // Say what runs: the tree can be smaller than the budget (paths seen fewer than twice, or
+    // deeper than kRankPathMaxDepth, are not planned; Sequoia leaves out nodes that add nothing)
+    // and shallower than the depth allowed.
+    if (p.shape.size() == 0) {
+      p.warnings.push_back("the optimal tree for this calibration is empty (no drafted token was ever accepted): "
+                           "plain decoding");
+      s.drafter = DrafterChoice::none;
+      return finish();
     }
+    if (p.shape.size() < s.node_budget) {
+      p.warnings.push_back(std::string(paths ? "the calibration's rank paths fill " : "the optimal tree has ") +
+                           std::to_string(p.shape.size()) + " of the " + std::to_string(s.node_budget) +
+                           " nodes (" +
+                           (paths ? "no other path within depth " + std::to_string(std::min(s.depth, kRankPathMaxDepth)) +
+                                        " was accepted twice in calibration"
+                                  : std::string("more would add nothing at this acceptance and depth")) +
+                           "): drafting " + std::to_string(p.shape.size()));
+      s.node_budget = p.shape.size();
+    }
+    s.depth = p.shape.max_depth();
     return finish();
   }
 

@@ -138,6 +138,7 @@ Calibration load_calibration_unguarded(const std::string& target_path, const std
   c.accept_by_rank = acceptance_of(doc);
   if (c.accept_by_rank.empty()) c.problem = "calibration " + c.path + " has no usable acceptance vector";
   c.rank_paths = rank_paths_of(doc, static_cast<int>(c.accept_by_rank.size()));
+  c.rank_paths_recorded = !json_member(json_member(doc, "acceptance"), "rank_paths").is_null();
   c.timings = calibration_timings_of(doc, setup);
   c.doc = std::move(doc);
   return c;
@@ -295,8 +296,9 @@ int stored_threads(const json& e) {
   return v >= 0 && v <= 65536 ? static_cast<int>(v) : -1;
 }
 
-// A stored forward time is plausible: positive (nothing runs in 0 ms) and under 1e6 ms.
-bool plausible_ms(double ms) { return std::isfinite(ms) && ms > 0 && ms <= 1e6; }
+// A stored forward time is plausible: at least 1 µs (no forward of a model runs faster) and
+// under 1e6 ms.
+bool plausible_ms(double ms) { return std::isfinite(ms) && ms >= 1e-3 && ms <= 1e6; }
 
 }  // namespace
 
@@ -382,6 +384,9 @@ StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setu
     return {};
   }
   if (!t.valid()) return {};
+  // Plain decoding's time (0 nodes) and one draft forward are measured, never extrapolated: a
+  // table starting at 32 nodes extrapolated t_verify(0) to 0 ms and auto turned drafting off.
+  if (t.verify_nodes.front() != 0 || t.draft_widths.front() != 1) return {};
   // measure_step_timings writes non-decreasing tables. One where a time exceeds a larger size's
   // by more than 10 % was measured otherwise (before that rule, or by hand) and would plan on
   // noise (a hand-made [6, 0.28] ms made auto plan 64-node trees): not used, so auto times the

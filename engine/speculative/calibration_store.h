@@ -102,6 +102,7 @@ struct Calibration {
   // miss (RankPathModel, engine/speculative/rank_paths.h); empty when the file has none (written
   // before they were recorded) or they are unusable (see rank_paths_of).
   std::vector<std::vector<int8_t>> rank_paths;
+  bool rank_paths_recorded = false;  // the file has acceptance.rank_paths (usable or not)
   // For this backend and setup: the calibration file's table, else the timing cache's
   // (timing_cache_path; timings_cached); !valid() = none.
   StepTimings timings;
@@ -113,7 +114,7 @@ struct Calibration {
 
 // Most ranks a calibration's rank_paths may hold in all (calibrate stops recording there): the
 // RankPathModel built from them stays small whatever a file says.
-inline constexpr int64_t kMaxRankPathRanks = 262144;
+inline constexpr int64_t kMaxRankPathRanks = 65536;
 // acceptance.rank_paths of a calibration object whose acceptance vector has R ranks: a list of
 // strings, one per prompt, each the ranks in order as decimal integers in [0, R] separated by
 // spaces ("0 0 1 0 8"; one line per prompt in the written file), at most kMaxRankPathRanks in
@@ -140,8 +141,10 @@ nlohmann::json calibration_file_info(const std::string& model_path);
 // "draft_ms", "verify_nodes", "verify_ms"} (times in ms per forward).
 nlohmann::json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps);
 // The inverse, for this backend and `setup`; an invalid (empty) table when the entry is for
-// another backend, thread count, KV type or activation rounding, or malformed, or when a time
-// exceeds a larger size's by more than 10 % (smaller dips are smoothed: make_timings_monotone). An entry written
+// another backend, thread count, KV type or activation rounding, or malformed, when it lacks
+// 0 nodes or draft width 1 (those are measured, never extrapolated), when a time is outside
+// [1 µs, 1e6 ms], or when a time exceeds a larger size's by more than 10 % (smaller dips are
+// smoothed: make_timings_monotone). An entry written
 // before kv_type / activations were recorded matches any value of the key it lacks.
 StepTimings calibration_timings_from_json(const nlohmann::json& j, const TimingSetup& setup);
 // The timings of a calibration object for `setup`: from its "timings_by_setup" list (one table

@@ -313,10 +313,55 @@ TEST_CASE("plan_tree: sparse rank paths say how much of the budget they fill", "
   CHECK(p.spec.effective_budget().depth == 2);
   REQUIRE(p.warnings.size() == 1);
   CHECK(contains(p.warnings[0], "fill 2 of the 8 nodes"));
-  // Fewer than kMinRankPathStarts ranks: too little to plan from; the vector plans, in full.
+  // Fewer than kMinRankPathStarts ranks: too little to plan from; the vector plans, in full,
+  // and the plan says the paths were not used.
   ctx.calibration.rank_paths.assign(3, std::vector<int8_t>{0, 0, 1});
   p = RequestPlanner::plan_tree(s, ctx);
   CHECK(p.acceptance_model == "independent ranks");
   CHECK(p.shape.size() == sequoia_tree(kMeasured, 8, 4).size());
-  CHECK(p.warnings.empty());
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "rank paths are not used"));
+  // A file whose rank paths were unreadable says so too.
+  ctx.calibration.rank_paths.clear();
+  ctx.calibration.rank_paths_recorded = true;
+  p = RequestPlanner::plan_tree(s, ctx);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "rank paths are not used"));
+  ctx.calibration.rank_paths_recorded = false;
+  CHECK(RequestPlanner::plan_tree(s, ctx).warnings.empty());
+}
+
+TEST_CASE("plan_tree: optimal trees report the nodes and depth that run", "[unit]") {
+  // Regression (break-it pass): the Sequoia tree of a calibration with one rank (a chain) was
+  // planned for 16 nodes at depth 4 and reported 16 while 4 ran; a rank-paths tree of no node
+  // was reported as one node and ran "speculative" with empty drafts.
+  PlanContext ctx = with_draft();
+  ctx.calibration.status = Calibration::Status::ok;
+  ctx.calibration.problem.clear();
+  ctx.calibration.accept_by_rank = {0.7};
+  SpecSettings s;
+  s.tree = TreeMode::optimal;
+  s.node_budget = 16;
+  s.depth = 4;
+  TreePlan p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.shape.size() == 4);
+  CHECK(p.spec.effective_budget().node_budget == 4);
+  CHECK(p.spec.effective_budget().depth == 4);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "4 of the 16 nodes"));
+  // Depth: the tree's own, not the cap asked for.
+  ctx.calibration.accept_by_rank = kMeasured;
+  s.node_budget = 3;
+  s.depth = 10;
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.spec.effective_budget().depth == p.shape.max_depth());
+  CHECK(p.shape.max_depth() < 10);
+  // Every rank a miss in 300 recorded positions: no tree at all, so plain decoding.
+  ctx.calibration.rank_paths.assign(1, std::vector<int8_t>(300, 5));  // R = 5
+  p = RequestPlanner::plan_tree(s, ctx);
+  CHECK(p.acceptance_model == "rank paths");
+  CHECK_FALSE(p.speculative());
+  CHECK(p.settings.drafter == DrafterChoice::none);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(contains(p.warnings[0], "plain decoding"));
 }

@@ -273,6 +273,20 @@ TEST_CASE("timing tables whose times fall as the size grows are not used", "[uni
   j = calibration_timings_json(t, TimingSetup{2}, 8, 1);
   j["draft_ms"][0] = 9.0;
   CHECK_FALSE(calibration_timings_from_json(j, TimingSetup{2}).valid());
+  // Without 0 nodes (or draft width 1) plain decoding's time was extrapolated to 0 ms and auto
+  // turned drafting off; times under 1 µs planned the same way. Both are refused.
+  j = calibration_timings_json(t, TimingSetup{2}, 8, 1);
+  j["verify_nodes"] = {32, 64};
+  j["verify_ms"] = {0.3, 10.0};
+  CHECK_FALSE(calibration_timings_from_json(j, TimingSetup{2}).valid());
+  j = calibration_timings_json(t, TimingSetup{2}, 8, 1);
+  j["draft_widths"] = {2, 4};
+  j["draft_ms"] = {0.1, 0.2};
+  CHECK_FALSE(calibration_timings_from_json(j, TimingSetup{2}).valid());
+  j = calibration_timings_json(t, TimingSetup{2}, 8, 1);
+  for (auto& x : j["verify_ms"]) x = 1e-300;
+  for (auto& x : j["draft_ms"]) x = 1e-300;
+  CHECK_FALSE(calibration_timings_from_json(j, TimingSetup{2}).valid());
 }
 
 TEST_CASE("write_calibration_file names the reason it could not write", "[unit][calibration]") {
