@@ -31,6 +31,25 @@ inline PlanContext with_draft(int max_nodes = 127) {
 // An acceptance-by-rank vector like the bundled pair's.
 inline const std::vector<double> kMeasured = {0.77, 0.15, 0.04, 0.016, 0.007};
 
+// with_draft() with a usable calibration: kMeasured and these rank paths (R = 5: rank 5 is a miss).
+inline PlanContext with_calibration(std::vector<std::vector<int8_t>> rank_paths = {}) {
+  PlanContext c = with_draft();
+  c.calibration.status = Calibration::Status::ok;
+  c.calibration.problem.clear();
+  c.calibration.accept_by_rank = kMeasured;
+  c.calibration.rank_paths = std::move(rank_paths);
+  return c;
+}
+
+// Settings asking for an optimal tree of `nodes` nodes at most `depth` deep.
+inline SpecSettings optimal_tree(int nodes, int depth) {
+  SpecSettings s;
+  s.tree = TreeMode::optimal;
+  s.node_budget = nodes;
+  s.depth = depth;
+  return s;
+}
+
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace specchat::test

@@ -253,16 +253,9 @@ TEST_CASE("plan_tree: a calibration's rank paths plan optimal and auto trees", "
   std::vector<std::vector<int8_t>> paths;
   for (int i = 0; i < 30; ++i) paths.push_back({0, 0, 1, 0, 0, 5, 0, 1, 0, 0, 0, 5});
   const RankPathModel model(paths, 5, kRankPathMaxDepth);
-  PlanContext ctx = with_draft();
-  ctx.calibration.status = Calibration::Status::ok;
-  ctx.calibration.problem.clear();
-  ctx.calibration.accept_by_rank = kMeasured;
-  ctx.calibration.rank_paths = paths;
+  PlanContext ctx = with_calibration(paths);
   ctx.calibration.timings = timings(0.2, 10.0, 0.05);
-  SpecSettings s;
-  s.tree = TreeMode::optimal;
-  s.node_budget = 6;
-  s.depth = 4;
+  SpecSettings s = optimal_tree(6, 4);
   TreePlan p = RequestPlanner::plan_tree(s, ctx);
   CHECK(p.acceptance_source == "calibration");
   CHECK(p.acceptance_model == "rank paths");
@@ -297,15 +290,8 @@ TEST_CASE("plan_tree: sparse rank paths say how much of the budget they fill", "
   // Regression (break-it pass): a calibration whose paths could fill only part of the budget
   // drafted a smaller tree (or none) while the plan reported the budget asked for.
   std::vector<std::vector<int8_t>> paths(40, std::vector<int8_t>{0, 0, 5, 0, 5, 5, 5, 5});  // R = 5: 5 is a miss
-  PlanContext ctx = with_draft();
-  ctx.calibration.status = Calibration::Status::ok;
-  ctx.calibration.problem.clear();
-  ctx.calibration.accept_by_rank = kMeasured;
-  ctx.calibration.rank_paths = paths;
-  SpecSettings s;
-  s.tree = TreeMode::optimal;
-  s.node_budget = 8;
-  s.depth = 4;
+  PlanContext ctx = with_calibration(paths);
+  const SpecSettings s = optimal_tree(8, 4);
   TreePlan p = RequestPlanner::plan_tree(s, ctx);
   REQUIRE(p.acceptance_model == "rank paths");
   CHECK(p.shape.size() == 2);  // the paths (0) and (0, 0): nothing else was ever accepted
@@ -335,14 +321,9 @@ TEST_CASE("plan_tree: optimal trees report the nodes and depth that run", "[unit
   // Regression (break-it pass): the Sequoia tree of a calibration with one rank (a chain) was
   // planned for 16 nodes at depth 4 and reported 16 while 4 ran; a rank-paths tree of no node
   // was reported as one node and ran "speculative" with empty drafts.
-  PlanContext ctx = with_draft();
-  ctx.calibration.status = Calibration::Status::ok;
-  ctx.calibration.problem.clear();
+  PlanContext ctx = with_calibration();
   ctx.calibration.accept_by_rank = {0.7};
-  SpecSettings s;
-  s.tree = TreeMode::optimal;
-  s.node_budget = 16;
-  s.depth = 4;
+  SpecSettings s = optimal_tree(16, 4);
   TreePlan p = RequestPlanner::plan_tree(s, ctx);
   CHECK(p.shape.size() == 4);
   CHECK(p.spec.effective_budget().node_budget == 4);
