@@ -189,6 +189,8 @@ ApiRequest parse(const json& j, Endpoint endpoint, const ServeConfig& c, int max
     r.spec.auto_tree = false;
   }
   if (given("node_budget")) r.spec.node_budget = static_cast<int>(integer(j["node_budget"], "node_budget", 1, 127));
+  if (given("depth")) r.spec.depth = static_cast<int>(integer(j["depth"], "depth", 1, kMaxDepth));
+  if (given("branch")) r.spec.branch = static_cast<int>(integer(j["branch"], "branch", 1, kMaxBranch));
   if (given("decode_mode")) {
     const std::string m = text(j["decode_mode"], "decode_mode");
     if (m == "pipo") r.mode = DecodeMode::pipo;
@@ -201,7 +203,7 @@ ApiRequest parse(const json& j, Endpoint endpoint, const ServeConfig& c, int max
     r.acceptance_threshold = static_cast<float>(number(j["acceptance_threshold"], "acceptance_threshold", 0, 1));
   }
   if (r.mode == DecodeMode::pipo) {
-    for (const char* k : {"drafter", "draft_k", "tree", "node_budget"}) {
+    for (const char* k : {"drafter", "draft_k", "tree", "node_budget", "depth", "branch"}) {
       if (given(k)) {
         refuse(k, "'" + std::string(k) + "' does not apply to \"decode_mode\": \"pipo\" (PIPO drafts with its own head)");
       }

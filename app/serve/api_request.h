@@ -6,8 +6,9 @@
 // [{type: "text", text}]}]) or prompt (completions: a string or a one-string array),
 // max_tokens (or max_completion_tokens), temperature [0, 2], top_p (0, 1], top_k ≥ 0, seed ≥ 0,
 // stop (a string or up to 4 strings), stream, stream_options, n (1 only), model (any string),
-// and the speculative ones: speculative (bool), drafter (model|ngram|none), draft_k [0, 64],
-// tree (chain|dynamic|optimal), node_budget [1, 127]. Other keys are ignored, as OpenAI-style
+// and the speculative ones: speculative (bool), drafter (model|ngram|block|mtp|none), draft_k
+// [0, 64], tree (chain|dynamic|optimal), node_budget [1, 127], depth [1, 64], branch [1, 32]
+// (dynamic trees). Other keys are ignored, as OpenAI-style
 // servers do for parameters they do not implement.
 //
 // PIPO (docs/design/pipo.md; APPROXIMATE, never a default): "decode_mode": "pipo" selects it

@@ -83,6 +83,23 @@ TEST_CASE("speculative parameters override the server's defaults", "[unit]") {
   CHECK(refused(R"({"messages":[{"role":"user","content":"x"}],"speculative":"yes"})").code == "invalid_type");
 }
 
+TEST_CASE("tree depth and branching are request parameters too", "[unit]") {
+  // Regression (break-it pass): "depth" was ignored without a word, so a request asking for an
+  // optimal tree 4 deep ran the server's default of 5.
+  const ApiRequest r = ok(R"({"messages":[{"role":"user","content":"x"}],"tree":"optimal","node_budget":12,
+      "depth":4,"branch":2})");
+  CHECK(r.spec.depth == 4);
+  CHECK(r.spec.branch == 2);
+  CHECK(r.spec.node_budget == 12);
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  CHECK(refused("{" + m + R"(,"depth":0})").param == "depth");
+  CHECK(refused("{" + m + R"(,"depth":65})").param == "depth");
+  CHECK(refused("{" + m + R"(,"branch":0})").param == "branch");
+  CHECK(refused("{" + m + R"(,"branch":33})").param == "branch");
+  CHECK(refused("{" + m + R"(,"depth":"4"})").code == "invalid_type");
+  CHECK(refused("{" + m + R"(,"decode_mode":"pipo","depth":4})").param == "depth");
+}
+
 TEST_CASE("malformed requests are 400 errors in OpenAI's shape", "[unit]") {
   const std::string m = R"("messages":[{"role":"user","content":"x"}])";
   struct Case {
