@@ -210,10 +210,31 @@ def main():
     ap.add_argument("--out-dir", default=MODELS)
     ap.add_argument("--family", choices=["v1", "v2"], default="v2",
                     help="v2: the ctx-1024 checkpoints target2.pt / draft2.pt (train.py target2|draft2)")
+    ap.add_argument("--draft-only", metavar="CKPT",
+                    help="write only specchat-draft.gguf from work/CKPT.pt (e.g. draft3) and replace the "
+                         "draft's entries of reference_logits.json (only when --out-dir is resources/models); the "
+                         "target and the test data stay")
     a = ap.parse_args()
     ensure_dirs()
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_file=os.path.join(WORK, "tokenizer.model"))
+    if a.draft_only:
+        m, step = load_model(a.draft_only)
+        round_to_export_precision(m)
+        path = os.path.join(a.out_dir, "specchat-draft.gguf")
+        write_gguf(m, sp, "draft", path, step)
+        print(f"wrote {path} ({os.path.getsize(path)} bytes, step {step})")
+        if os.path.abspath(a.out_dir) != os.path.abspath(MODELS):
+            return  # a trial export (e.g. to measure a checkpoint with specchat-cli calibrate)
+        ref_path = os.path.join(TESTDATA, "reference_logits.json")
+        refs = json.load(open(ref_path))
+        new = reference_vectors({"draft": m}, sp)
+        for case, fresh in zip(refs["cases"], new["cases"]):
+            assert case["ids"] == fresh["ids"] and case["positions"] == fresh["positions"]
+            case["draft"] = fresh["draft"]
+        json.dump(refs, open(ref_path, "w"))
+        print(f"replaced the draft's entries of {ref_path}")
+        return
     models = {}
     for role in ("target", "draft"):
         ckpt = role + ("2" if a.family == "v2" else "")
