@@ -13,7 +13,7 @@
 #   specchat-cli calibrate              the pair's acceptance (its timing tables dropped)
 #
 # usage: run_draft3.sh [CLI] [MINUTES]   (MINUTES: stop train.py after this long, resumably; run
-# again to continue. SPECCHAT_DRAFT_STEPS_V3 sizes the cosine schedule, default 2400.)
+# again to continue.)
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=/usr/bin/python3
@@ -26,8 +26,13 @@ $PY prepare_chat.py
 mkdir -p work/bin && cp "$CLI" work/bin/specchat-cli
 [ -f work/gen.npz ] && [ "$($PY -c 'import numpy as n; print(len(n.load("work/gen.npz")["offsets"]) - 1)')" -ge 5900 ] \
   || $PY gen_text.py --n 6000 --jobs 2 --cli work/bin/specchat-cli
-$PY train.py draft3 --threads 1 --minutes "$MINUTES"
-if $PY -c 'import torch, sys; sys.exit(0 if torch.load("work/draft3.pt")["step"] >= int(__import__("os").environ.get("SPECCHAT_DRAFT_STEPS_V3", "2400")) else 1)'; then
+# Two rounds as they ran: 2,400 steps on a cosine sized to 2,400, then (its a[0] 0.855 and still
+# rising) the same run resumed on a cosine sized to 4,800 (a warm restart: lr 5.5e-4 at step
+# 2,400, down to 1e-4 at 4,800).
+step() { $PY -c 'import torch, os; p="work/draft3.pt"; print(torch.load(p)["step"] if os.path.exists(p) else 0)'; }
+[ "$(step)" -ge 2400 ] || SPECCHAT_DRAFT_STEPS_V3=2400 $PY train.py draft3 --threads 1 --minutes "$MINUTES"
+[ "$(step)" -lt 2400 ] || SPECCHAT_DRAFT_STEPS_V3=4800 $PY train.py draft3 --threads 1 --minutes "$MINUTES"
+if [ "$(step)" -ge 4800 ]; then
   $PY export_gguf.py --draft-only draft3
   $PY reference_hidden.py
   "$CLI" calibrate --threads 2 --out ../specchat-draft.calibration.json

@@ -44,11 +44,13 @@ PLANS = {
     # target's own tokens: sequence-level distillation (Kim & Rush 2016) with no teacher forward
     # in the loop. Token-level KL with the target's forward ran at 390 tokens/s on one core; this
     # runs several times faster, and the data is what the draft must predict at run time. The v2
-    # draft had only 800 + 200 steps (1.6M tokens); TRAINING-NOTES: more CPU time pays.
+    # draft had only 600 + 200 steps (1.6M tokens); TRAINING-NOTES: more CPU time pays.
+    # run_draft3.sh runs it to 2,400 steps, then resumes it on a cosine sized to 4,800.
     "draft3": dict(batch=4, ctx=512, steps=DRAFT_STEPS_V3, lr=1e-3, warmup=20, wd=0.05,
                    init_commit=V2_COMMIT, data="gen.bin"),
 }
-V1_CONFIG = {"target2": TARGET_V1, "draft2": DRAFT_V1, "draft3": DRAFT}
+# The shape of the GGUF file each role starts from (v1 files for target2/draft2, the v2 draft for draft3).
+INIT_CONFIG = {"target2": TARGET_V1, "draft2": DRAFT_V1, "draft3": DRAFT}
 
 
 def log(role, msg):
@@ -164,12 +166,12 @@ def main():
         log(a.role, f"resumed at step {step}")
     elif "init" in plan:
         from reference_hidden import load_gguf_model
-        v1, _ = load_gguf_model(v1_file(plan["init"]), V1_CONFIG[a.role])
+        v1, _ = load_gguf_model(v1_file(plan["init"]), INIT_CONFIG[a.role])
         model.load_state_dict(v1.state_dict())  # RoPE tables are not parameters: ctx grows freely
-        log(a.role, f"initialised from {plan['init']} (v1, ctx {V1_CONFIG[a.role].n_ctx})")
+        log(a.role, f"initialised from {plan['init']} (v1, ctx {INIT_CONFIG[a.role].n_ctx})")
     elif "init_commit" in plan:
         from reference_hidden import load_gguf_model
-        v2, _ = load_gguf_model(v2_file("specchat-draft.gguf"), V1_CONFIG[a.role])
+        v2, _ = load_gguf_model(v2_file("specchat-draft.gguf"), INIT_CONFIG[a.role])
         model.load_state_dict(v2.state_dict())
         log(a.role, f"initialised from specchat-draft.gguf as of {plan['init_commit']}")
     if step >= plan["steps"]:
