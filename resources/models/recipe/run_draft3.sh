@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Family v2.1 (2026-12-05): the v2 draft trained further on the bundled v2 target's own replies. The v2
-# draft had 600 steps of v1 distillation and 200 of v2 (1.6M tokens in all), its loss still
-# falling; more CPU time pays (TRAINING-NOTES). The target, the block drafter, the MTP head and
-# PIPO are unchanged (the feature drafters bind to the target, not the draft).
+# Family v2.1 (2026-12-05): the v2 draft trained further on the bundled v2 target's own
+# replies. The v2 draft had 600 steps of v1 distillation and 200 of v2 (1.6M tokens in all),
+# its loss still falling; more CPU time pays (TRAINING-NOTES). The target, the block drafter,
+# the MTP head and PIPO are unchanged (the feature drafters bind to the target, not the draft).
 #
 #   prepare_data.py / prepare_chat.py   the data split and multi-turn windows, as run_v2.sh
 #   gen_text.py --n 6000                target-generated requests and replies (specchat-cli)
@@ -26,9 +26,9 @@ $PY prepare_chat.py
 mkdir -p work/bin && cp "$CLI" work/bin/specchat-cli
 [ -f work/gen.npz ] && [ "$($PY -c 'import numpy as n; print(len(n.load("work/gen.npz")["offsets"]) - 1)')" -ge 5900 ] \
   || $PY gen_text.py --n 6000 --jobs 2 --cli work/bin/specchat-cli
-# Two rounds as they ran: 2,400 steps on a cosine sized to 2,400, then (its a[0] 0.855 and still
-# rising) the same run resumed on a cosine sized to 4,800 (a warm restart: lr 5.5e-4 at step
-# 2,400, down to 1e-4 at 4,800).
+# Two rounds as they ran: 2,400 steps on a cosine sized to 2,400 (held-out a[0] 0.855), then the
+# same run resumed on a cosine sized to 4,800 (a warm restart: lr 5.5e-4 at step 2,400, down to
+# 1e-4 at 4,800; a[0] 0.861).
 step() { $PY -c 'import torch, os; p="work/draft3.pt"; print(torch.load(p)["step"] if os.path.exists(p) else 0)'; }
 [ "$(step)" -ge 2400 ] || SPECCHAT_DRAFT_STEPS_V3=2400 $PY train.py draft3 --threads 1 --minutes "$MINUTES"
 [ "$(step)" -lt 2400 ] || SPECCHAT_DRAFT_STEPS_V3=4800 $PY train.py draft3 --threads 1 --minutes "$MINUTES"
