@@ -15,18 +15,8 @@
 # usage: run_draft3.sh [CLI] [MINUTES]   (MINUTES: stop train.py after this long, resumably; run
 # again to continue.)
 set -euo pipefail
-# Paths given relative to where the script was started from still work after the cd.
-[ $# -ge 1 ] && set -- "$(realpath -m "$1")" "${@:2}"
-[ -z "${SPECCHAT_CORPUS:-}" ] || export SPECCHAT_CORPUS="$(realpath -m "$SPECCHAT_CORPUS")"
-cd "$(dirname "$0")"
-CORPUS=${SPECCHAT_CORPUS:-../../../../shared/corpus}
-if [ ! -d "$CORPUS" ]; then
-  echo "run_draft3.sh: the training corpus is not at $CORPUS (the repository's ../shared/corpus); set SPECCHAT_CORPUS to its folder" >&2
-  exit 1
-fi
-PY=/usr/bin/python3
-export OPENBLAS_NUM_THREADS=1
-CLI=${1:-../../../build/app/specchat-cli}
+source "$(dirname "$0")/prelude.sh" "$@"
+CLI=$RECIPE_CLI
 MINUTES=${2:-1000000}
 [ -f work/tokenizer.model ] || $PY recover_tokenizer.py --gguf ../specchat-target.gguf
 $PY prepare_data.py
