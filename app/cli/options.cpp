@@ -100,8 +100,9 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
   auto* c = cmd.add_option("--chat,-c", o.chat, "user message, wrapped in the model's chat template");
   p->excludes(c);
   auto* m = cmd.add_option("--messages", o.messages_file,
-                           "a JSON conversation ([{\"role\": ..., \"content\": ...}, ...]) rendered with the "
-                           "chat template; the reply answers its last turn");
+                           "path of a JSON file holding a conversation ([{\"role\": ..., \"content\": ...}, ...]), "
+                           "rendered with the chat template; the reply answers its last turn");
+  m->type_name("FILE");
   m->excludes(p);
   m->excludes(c);
   cmd.add_option("--system", o.system, "system prompt for --chat");

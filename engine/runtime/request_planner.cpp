@@ -203,7 +203,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
   p.acceptance_model = paths ? "rank paths" : "independent ranks";
   if (!paths && p.acceptance_source == "calibration" && (cal.rank_paths_recorded || !cal.rank_paths.empty())) {
     p.warnings.push_back("the calibration's rank paths are not used (fewer than " + std::to_string(kMinRankPathStarts) +
-                         " ranks, malformed, or too varied): planning from its acceptance vector");
+                         " ranks, malformed, not matching its acceptance counts, or too varied): planning from its acceptance vector");
   }
   if (!s.auto_tree) {
     p.shape = paths ? paths->best_tree(s.node_budget, s.depth) : sequoia_tree(p.accept_by_rank, s.node_budget, s.depth);
@@ -288,7 +288,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
       }
       const std::vector<int32_t> tctx = calibration_timing_context(p, target.n_ctx());
       if (tctx.empty()) return StepTimings{};
-      constexpr int kReps = 3;  // a quick measurement on the request's path; calibrate uses more
+      constexpr int kReps = 5;  // a quick measurement on the request's path (about 0.1 s); calibrate uses more
       StepTimings t = measure_step_timings(target, draft, tctx, calibration_verify_nodes(),
                                            calibration_draft_widths(), kReps);
       if (!t.valid()) return t;

@@ -37,6 +37,15 @@ const json& json_member(const json& j, const char* key) {
   return it == j.end() ? null_value : *it;
 }
 
+std::string calibration_version_problem(const json& doc, int expected, const std::string& path,
+                                        const std::string& rerun) {
+  const json& v = json_member(doc, "version");
+  // Absent: read as the current version (hand-made files; every file calibrate writes has one).
+  if (v.is_null() || (v.is_number_integer() && v.get<int64_t>() == expected)) return "";
+  return "calibration " + path + " has format version " + v.dump() + "; this build reads version " +
+         std::to_string(expected) + " (re-run `" + rerun + "`)";
+}
+
 bool json_regular_file(const std::string& path) {
   std::error_code ec;
   return fs::is_regular_file(path, ec);
@@ -58,12 +67,17 @@ namespace {
 // probabilities (SequoiaPlanner's contract: finite, in [0, 1]) that sum to at most 1 (a[r] is
 // the share of positions whose target token was the draft's rank r: RankCounts), up to the
 // rounding of a written file.
-std::vector<double> acceptance_of(const json& cal) {
+// acceptance.accept_by_rank of a calibration, empty with the reason in *why when it is not
+// usable: absent or malformed, more than 64 ranks, a value outside [0, 1], a sum above 1, or
+// another length than the file's own `ranks` count says.
+std::vector<double> acceptance_of(const json& cal, std::string* why) {
   // `calibrate --ranks` counts at most 64 ranks; a longer vector was not written by it, and the
   // Sequoia tables grow with its length (a million ranks ran out of memory).
   constexpr size_t kMaxRanks = 64;
+  *why = "has no usable acceptance vector";
   try {
-    const json& list = cal.at("acceptance").at("accept_by_rank");
+    const json& acc = json_member(cal, "acceptance");
+    const json& list = json_member(acc, "accept_by_rank");
     if (!list.is_array() || list.size() > kMaxRanks) return {};
     std::vector<double> a = list.get<std::vector<double>>();
     double sum = 0;
@@ -72,21 +86,64 @@ std::vector<double> acceptance_of(const json& cal) {
       sum += x;
     }
     if (sum > 1.0 + 1e-6) return {};
+    // `ranks` is the R the counts were made with; a vector of another length was cut or padded
+    // by hand, and its tail (or the missing ranks) would be planned as measured.
+    const json& ranks = json_member(acc, "ranks");
+    if (!ranks.is_null() && (!ranks.is_number_integer() || ranks.get<int64_t>() != static_cast<int64_t>(a.size()))) {
+      *why = "has an acceptance vector of " + std::to_string(a.size()) + " ranks where its `ranks` says " + ranks.dump();
+      return {};
+    }
+    why->clear();
     return a;
   } catch (const json::exception&) {
     return {};
   }
 }
 
+// True when the rank paths agree with the counts they were recorded with: when they hold every
+// position (calibrate records them all unless kMaxRankPathRanks runs out), the number of paths
+// ranks equal to r must be acceptance.hits[r] (or a[r] × positions when the file has no hits).
+// Paths that contradict the acceptance vector were edited or mixed from two files; planning
+// from either would be planning from a measurement that did not happen.
+bool rank_paths_agree(const json& doc, const std::vector<std::vector<int8_t>>& paths, const std::vector<double>& a) {
+  const json& acc = json_member(doc, "acceptance");
+  const json& positions = json_member(acc, "positions");
+  if (!positions.is_number_integer()) return true;  // nothing to hold them to
+  const int R = static_cast<int>(a.size());
+  std::vector<int64_t> hist(static_cast<size_t>(R) + 1, 0);
+  int64_t total = 0;
+  for (const auto& p : paths) {
+    for (int8_t r : p) {
+      hist[static_cast<size_t>(std::clamp<int>(r, 0, R))]++;
+      ++total;
+    }
+  }
+  if (total != positions.get<int64_t>()) return total < positions.get<int64_t>();  // a recorded prefix
+  const json& hits = json_member(acc, "hits");
+  for (int r = 0; r < R; ++r) {
+    const double want = hits.is_array() && hits.size() == a.size() && hits[static_cast<size_t>(r)].is_number()
+                            ? hits[static_cast<size_t>(r)].get<double>()
+                            : a[static_cast<size_t>(r)] * static_cast<double>(total);
+    if (std::abs(static_cast<double>(hist[static_cast<size_t>(r)]) - want) > 0.5 + 1e-6 * static_cast<double>(total)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 const std::vector<int>& calibration_verify_nodes() {
-  static const std::vector<int> k = {0, 1, 2, 4, 8, 16, 32, 64};
+  // Every node count up to 8: the kernels tile rows (a 4-node chain verifies 5 rows, one more
+  // pass than 4), so times between two timed counts are not linear; --tree auto, which
+  // compares chains a node apart within a few per cent, read an interpolated 3-node time and
+  // chose a chain of 4 over the faster 3.
+  static const std::vector<int> k = {0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 64};
   return k;
 }
 
 const std::vector<int>& calibration_draft_widths() {
-  static const std::vector<int> k = {1, 2, 4, 8, 16};
+  static const std::vector<int> k = {1, 2, 3, 4, 6, 8, 16};
   return k;
 }
 
@@ -134,10 +191,18 @@ Calibration load_calibration_unguarded(const std::string& target_path, const std
     c.problem = "calibration " + c.path + " was made for other model files (re-run `specchat-cli calibrate`)";
     return c;
   }
+  if (std::string v = calibration_version_problem(doc, kCalibrationVersion, c.path, "specchat-cli calibrate");
+      !v.empty()) {
+    c.status = Calibration::Status::unreadable;
+    c.problem = std::move(v);
+    return c;
+  }
   c.status = Calibration::Status::ok;
-  c.accept_by_rank = acceptance_of(doc);
-  if (c.accept_by_rank.empty()) c.problem = "calibration " + c.path + " has no usable acceptance vector";
+  std::string why;
+  c.accept_by_rank = acceptance_of(doc, &why);
+  if (c.accept_by_rank.empty()) c.problem = "calibration " + c.path + " " + why;
   c.rank_paths = rank_paths_of(doc, static_cast<int>(c.accept_by_rank.size()));
+  if (!rank_paths_agree(doc, c.rank_paths, c.accept_by_rank)) c.rank_paths.clear();
   c.rank_paths_recorded = !json_member(json_member(doc, "acceptance"), "rank_paths").is_null();
   c.timings = calibration_timings_of(doc, setup);
   c.doc = std::move(doc);
@@ -246,11 +311,13 @@ std::string timing_cache_path(const std::string& target_path, const std::string&
   try {
     std::string stem = fs::path(draft_path).filename().string();
     if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
-    // "-t2": tables timed after a warm-up round over all sizes (measure_step_timings). Caches of the first
-    // method (each size in turn, the first one cold: a one-row forward measured 1.4x its true
-    // time, and --tree auto chose chains too short) are not read.
+    // "-t3": tables of every node count up to 8 (calibration_verify_nodes), timed after a warm-up
+    // round over all sizes (measure_step_timings). Caches of earlier methods are not read: t2
+    // (2 and 4 nodes timed, 3 interpolated: --tree auto chose a chain of 4 over the faster 3)
+    // and the first (each size in turn, the first one cold: a one-row forward measured 1.4x its
+    // true time, and --tree auto chose chains too short).
     const std::string name =
-        stem + "-" + file_fingerprint(draft_path) + "-" + file_fingerprint(target_path) + "-t2.json";
+        stem + "-" + file_fingerprint(draft_path) + "-" + file_fingerprint(target_path) + "-t3.json";
     return (fs::path(dir) / "timings" / name).string();
   } catch (const std::exception&) {
     return "";

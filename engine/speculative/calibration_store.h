@@ -21,8 +21,8 @@ inline constexpr int kCalibrationVersion = 1;
 inline constexpr const char* kCalibrationBackend = "cpu";
 // Verification sizes N and draft widths w that are timed (issue 3); the budget search of
 // `--tree auto` stays within them and within kCalibrationMaxAutoNodes.
-const std::vector<int>& calibration_verify_nodes();  // {0, 1, 2, 4, 8, 16, 32, 64}
-const std::vector<int>& calibration_draft_widths();  // {1, 2, 4, 8, 16}
+const std::vector<int>& calibration_verify_nodes();  // {0, 1, …, 8, 12, 16, 24, 32, 64}
+const std::vector<int>& calibration_draft_widths();  // {1, 2, 3, 4, 6, 8, 16}
 inline constexpr int kCalibrationMaxAutoNodes = 64;
 inline constexpr int kCalibrationTimingContext = 64;  // tokens of real context timings run on
 
@@ -65,6 +65,12 @@ std::string json_string_or(const nlohmann::json& j, const char* key, const std::
 // j[key] by reference (a null value when j is not an object or lacks the key): never a copy, so
 // a deeply nested value in a hostile file cannot exhaust the stack in a recursive copy.
 const nlohmann::json& json_member(const nlohmann::json& j, const char* key);
+// "" when the calibration object `doc` has "version": `expected` (an integer) or no "version"
+// (a hand-made file, read as current); else why it is not read, naming `path` and the command
+// that writes a current one (`rerun`): a file of another format version is refused rather than
+// read as if it were current.
+std::string calibration_version_problem(const nlohmann::json& doc, int expected, const std::string& path,
+                                        const std::string& rerun);
 // True when `path` is a regular file (not a FIFO, a device or a folder, whose read could block
 // or fail oddly); false when it is absent or cannot be examined.
 bool json_regular_file(const std::string& path);
@@ -89,7 +95,7 @@ struct Calibration {
   enum class Status {
     ok,           // a JSON object made for these two model files
     missing,      // no file
-    unreadable,   // not JSON, or not an object
+    unreadable,   // not JSON, not an object, or of another format version (kCalibrationVersion)
     other_files,  // made for other model files (size or fingerprint differ)
   };
   std::string path;                    // where it was looked for (calibration_path of the draft)
@@ -167,8 +173,8 @@ void write_calibration_file(const std::string& path, const nlohmann::json& j);
 // values are ignored, as the XDG rule says); "" when none of them is set.
 std::string timing_cache_dir();
 // The timing cache of one pair of model files: <timing_cache_dir()>/timings/<draft file name
-// without .gguf>-<draft's file_fingerprint>-<target's file_fingerprint>-t2.json (t2: the timing
-// method of measure_step_timings; files of an earlier method are not read; one draft used with
+// without .gguf>-<draft's file_fingerprint>-<target's file_fingerprint>-t3.json (t3: the timing
+// method of measure_step_timings and its sizes; files of an earlier method are not read; one draft used with
 // two targets keeps two caches), a calibration object with timing tables only (target, draft,
 // timings_by_setup, timings). "" when there is no cache folder or a model cannot be read.
 std::string timing_cache_path(const std::string& target_path, const std::string& draft_path);

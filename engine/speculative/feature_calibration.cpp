@@ -139,6 +139,13 @@ FeatureCalibration load_unguarded(const std::string& target_path, const std::str
     c.problem = "calibration " + c.path + " is not a JSON object";
     return c;
   }
+  if (std::string v = calibration_version_problem(doc, kFeatureCalibrationVersion, c.path,
+                                                  "specchat-cli calibrate --drafter " + name);
+      !v.empty()) {
+    c.status = FeatureCalibration::Status::unreadable;
+    c.problem = std::move(v);
+    return c;
+  }
   if (json_string_or(doc, "kind") != name || !calibration_describes_file(json_member(doc, "target"), target_path) ||
       !calibration_describes_file(json_member(doc, "drafter"), drafter_path)) {
     c.status = FeatureCalibration::Status::other_files;

@@ -384,7 +384,7 @@ TEST_CASE("cli calibrate writes a valid calibration - auto uses it", "[model][se
   t.verify_nodes = c.at("timings").at("verify_nodes").get<std::vector<int>>();
   t.verify_ms = c.at("timings").at("verify_ms").get<std::vector<double>>();
   CHECK(t.valid());
-  CHECK(t.verify_nodes == std::vector<int>{0, 1, 2, 4, 8, 16, 32, 64});
+  CHECK(t.verify_nodes == calibration_verify_nodes());
 
   // --tree auto reads acceptance and timings from it and picks a budget in range.
   const auto ar = test::run_cli({"compare", "--json", "--model", lp.target, "--draft", lp.draft, "--tree", "auto",
@@ -460,7 +460,7 @@ TEST_CASE("cli --tree auto without a calibration warns, measures and caches the 
   const json c = read_file_json(timing_cache_path(lp.target, lp.draft));
   REQUIRE(c.is_object());
   CHECK_FALSE(c.contains("acceptance"));
-  CHECK(c.at("timings").at("verify_ms").size() == 8);
+  CHECK(c.at("timings").at("verify_ms").size() == calibration_verify_nodes().size());
   // The second run reads the cached timings.
   r = test::run_cli(args);
   REQUIRE(r.exit_code == 0);

@@ -410,3 +410,69 @@ TEST_CASE("calibration store: rank paths are read back, and refused when out of 
   big["acceptance"]["rank_paths"].push_back("0");
   CHECK(rank_paths_of(big, 8).empty());
 }
+
+TEST_CASE("calibration store: another format version, a ranks count that disagrees and contradicting rank paths are not planned from",
+          "[unit][calibration]") {
+  // Regression (break-it pass of 2026-12-05): a calibration of an unknown `version`, one whose
+  // acceptance vector had another length than its `ranks`, and one whose rank paths contradicted
+  // its acceptance counts were all planned from silently.
+  ScratchPair p;
+  const TimingSetup one{1, "f16", "f32"};
+  // Two prompts, 5 positions: ranks 0 0 1 2(miss) | 0; R = 2.
+  const json good{{"version", kCalibrationVersion},
+                  {"target", calibration_file_info(p.target())},
+                  {"draft", calibration_file_info(p.draft())},
+                  {"acceptance",
+                   {{"ranks", 2},
+                    {"accept_by_rank", {0.6, 0.2}},
+                    {"hits", {3, 1}},
+                    {"misses", 1},
+                    {"positions", 5},
+                    {"rank_paths", {"0 0 1 2", "0"}}}}};
+  write_calibration_file(calibration_path(p.draft()), good);
+  Calibration c = load_calibration(p.target(), p.draft(), one);
+  REQUIRE(c.status == Calibration::Status::ok);
+  CHECK(c.accept_by_rank == std::vector<double>{0.6, 0.2});
+  CHECK(c.rank_paths.size() == 2);
+  CHECK(c.problem.empty());
+
+  SECTION("another format version is refused with the reason; none is read as current") {
+    json doc = good;
+    doc.erase("version");
+    write_calibration_file(calibration_path(p.draft()), doc);
+    CHECK(load_calibration(p.target(), p.draft(), one).has_acceptance());
+    for (const json& v : {json(kCalibrationVersion + 1), json(0), json("1"), json(1.5)}) {
+      doc["version"] = v;
+      write_calibration_file(calibration_path(p.draft()), doc);
+      c = load_calibration(p.target(), p.draft(), one);
+      INFO(c.problem);
+      CHECK(c.status == Calibration::Status::unreadable);
+      CHECK_FALSE(c.has_acceptance());
+      CHECK(c.problem.find("version") != std::string::npos);
+      CHECK(c.problem.find("specchat-cli calibrate") != std::string::npos);
+    }
+  }
+  SECTION("an acceptance vector of another length than its ranks count is not used") {
+    json doc = good;
+    doc["acceptance"]["ranks"] = 3;
+    write_calibration_file(calibration_path(p.draft()), doc);
+    c = load_calibration(p.target(), p.draft(), one);
+    INFO(c.problem);
+    CHECK(c.status == Calibration::Status::ok);
+    CHECK_FALSE(c.has_acceptance());
+    CHECK(c.problem.find("ranks") != std::string::npos);
+  }
+  SECTION("rank paths that contradict the counts are dropped, the vector stays") {
+    json doc = good;
+    doc["acceptance"]["rank_paths"] = {"1 1 1 2", "0"};  // all 5 positions, hits 1 / 3 against 3 / 1
+    write_calibration_file(calibration_path(p.draft()), doc);
+    c = load_calibration(p.target(), p.draft(), one);
+    CHECK(c.has_acceptance());
+    CHECK(c.rank_paths.empty());
+    CHECK(c.rank_paths_recorded);  // so the planner says they were not used
+    // A recorded prefix (fewer ranks than positions: calibrate stops recording at its cap) is kept.
+    doc["acceptance"]["rank_paths"] = {"0 0 1 2"};
+    write_calibration_file(calibration_path(p.draft()), doc);
+    CHECK(load_calibration(p.target(), p.draft(), one).rank_paths.size() == 1);
+  }
+}

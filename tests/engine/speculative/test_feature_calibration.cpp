@@ -189,6 +189,20 @@ TEST_CASE("load_feature_calibration: missing, unreadable, other files, malformed
   c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, kSetup);
   CHECK(c.status == FeatureCalibration::Status::other_files);
   CHECK(contains(c.problem, "other model files"));
+
+  // Another format version is refused with the reason (regression: read silently).
+  j["target"] = calibration_file_info(m.target());
+  j["version"] = kFeatureCalibrationVersion + 1;
+  write_calibration_file(path, j);
+  c = load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, kSetup);
+  CHECK(c.status == FeatureCalibration::Status::unreadable);
+  CHECK_FALSE(c.usable());
+  CHECK(contains(c.problem, "format version"));
+  CHECK(contains(c.problem, "calibrate --drafter block"));
+  j["version"] = kFeatureCalibrationVersion;
+  write_calibration_file(path, j);
+  CHECK(load_feature_calibration(m.target(), m.drafter(), DrafterChoice::block, kSetup).status ==
+        FeatureCalibration::Status::ok);
 }
 
 TEST_CASE("cli: calibrate --drafter block, then generate --tree auto runs its choice losslessly",

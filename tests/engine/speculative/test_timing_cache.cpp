@@ -49,11 +49,12 @@ TEST_CASE("timing cache: auto's timings go to the cache folder, the calibration 
   CHECK(cache.size() > 5);
   CHECK(cache.substr(cache.size() - 5) == ".json");
 
-  // A cache of the first timing method (named without "-t2": each size timed in turn, the
-  // first one cold) is not read: its one-row time was inflated and auto chose chains too short.
-  CHECK(cache.substr(cache.size() - 8) == "-t2.json");
-  {
-    const std::string old_name = cache.substr(0, cache.size() - 8) + ".json";
+  // Caches of earlier timing methods are not read: the first (named without a suffix: each size
+  // timed in turn, the first one cold, its one-row time inflated: auto chose chains too short)
+  // and t2 (0, 1, 2, 4, 8, ... nodes: a 3-node chain interpolated, auto chose 4 over 3).
+  CHECK(cache.substr(cache.size() - 8) == "-t3.json");
+  for (const char* suffix : {".json", "-t2.json"}) {
+    const std::string old_name = cache.substr(0, cache.size() - 8) + suffix;
     fs::create_directories(fs::path(cache).parent_path());
     const nlohmann::json old_doc{{"target", calibration_file_info(target)}, {"draft", calibration_file_info(draft)},
                                  {"timings", calibration_timings_json(linear_timings(1, 2, 3), TimingSetup{2}, 8, 1)}};
