@@ -58,7 +58,9 @@ void add_calibrate_options(CLI::App& cmd, CalibrateOptions& o) {
                  "draft model GGUF or 'bundled' (default: as generate: the bundled draft for the bundled target; "
                  "with --model, the draft picked beside it)");
   cmd.add_option("--prompts", o.prompts, "held-out prompts JSON (default: tests/data/heldout_prompts.json)");
-  cmd.add_option("--out,-o", o.out, "calibration file (default: <draft without .gguf>.calibration.json)");
+  cmd.add_option("--out,-o", o.out, "calibration file (default: <draft without .gguf>.calibration.json beside the draft; for the "
+                 "bundled models, or a read-only folder, ~/.cache/specchat/calibrations/, which plans then read "
+                 "first)");
   cmd.add_option("-n,--max-tokens", o.n, "target tokens generated per prompt")->check(CLI::Range(1, 4096));
   cmd.add_option("--ranks", o.ranks, "draft ranks counted (rank >= this is a miss)")->check(CLI::Range(1, 64));
   cmd.add_option("--max-prompts", o.max_prompts, "use at most this many prompts (0 = all)")->check(CLI::Range(0, 1 << 20));
@@ -183,7 +185,7 @@ int cmd_calibrate(const CalibrateOptions& o) {
   if (po.auto_draft) std::fprintf(stderr, "draft: %s (%s)\n", pair.draft->path().c_str(), pair.draft_choice.reason.c_str());
   LlamaModel& target = *pair.target;
   LlamaModel& draft = *pair.draft;
-  check_calibration_output(o.out.empty() ? calibration_path(draft.path()) : o.out);
+  check_calibration_output(o.out.empty() ? calibration_write_path(target.path(), draft.path()) : o.out);
   const std::string prompts_path = find_prompts_file(o.prompts);
   const auto prompts = load_prompts(pair, prompts_path, o.max_prompts);
   check_prompts_fit(prompts, target.n_ctx(), prompts_path);
@@ -244,7 +246,7 @@ int cmd_calibrate(const CalibrateOptions& o) {
                      {"rank_paths", rank_path_texts}};
   // The tables of other setups in the file this replaces (same model files) are kept: a plan
   // uses only a table of its own setup.
-  const std::string out = o.out.empty() ? calibration_path(draft.path()) : o.out;
+  const std::string out = o.out.empty() ? calibration_write_path(target.path(), draft.path()) : o.out;
   json previous;
   if (std::ifstream old_in(out); old_in) {
     previous = json::parse(old_in, nullptr, false);

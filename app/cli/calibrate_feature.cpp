@@ -64,7 +64,7 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   co.threads = o.threads;
   const FeatureDrafters fd = install_feature_drafters(gen.engine(), co);
   const std::string drafter_path = kind == DrafterChoice::block ? fd.block_path : fd.mtp_path;
-  check_calibration_output(o.out.empty() ? calibration_path(drafter_path) : o.out);
+  check_calibration_output(o.out.empty() ? calibration_write_path(pair.target->path(), drafter_path) : o.out);
   const std::vector<SpecSettings> grid = feature_calibration_grid(kind, fd.block_size);
 
   auto run = [&](const std::vector<int32_t>& prompt, const SpecSettings* s) {
@@ -135,7 +135,7 @@ int cmd_calibrate_feature(const CalibrateOptions& o) {
   }
   const FeatureConfigResult* best = fc.best();
   j["auto_choice"] = best ? feature_config_json(*best) : json{{"tree", "none"}};
-  const std::string out = o.out.empty() ? calibration_path(drafter_path) : o.out;
+  const std::string out = o.out.empty() ? calibration_write_path(pair.target->path(), drafter_path) : o.out;
   // One measurement per setup: this one beside those of other setups in the file it replaces
   // (same kind and model files).
   json entry = json::object();

@@ -16,6 +16,7 @@
 
 #include "engine/machine.h"
 #include "engine/model.h"
+#include "engine/model_pair.h"
 #include "engine/speculative/calibration_file.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -166,7 +167,7 @@ namespace {
 Calibration load_calibration_unguarded(const std::string& target_path, const std::string& draft_path,
                                        const TimingSetup& setup) {
   Calibration c;
-  c.path = calibration_path(draft_path);
+  c.path = calibration_read_path(target_path, draft_path);
   std::error_code ec;
   if (fs::exists(c.path, ec) && !json_regular_file(c.path)) {  // a FIFO would block the read
     c.status = Calibration::Status::unreadable;
@@ -272,7 +273,7 @@ Calibration load_calibration(const std::string& target_path, const std::string& 
     c = load_calibration_unguarded(target_path, draft_path, setup);
   } catch (const std::exception& e) {  // a shape no reader above foresaw: unreadable, never fatal
     c = Calibration{};
-    c.path = calibration_path(draft_path);
+    c.path = calibration_read_path(target_path, draft_path);
     c.status = Calibration::Status::unreadable;
     c.problem = "calibration " + c.path + " could not be read (" + e.what() + ")";
   }
@@ -322,6 +323,48 @@ std::string timing_cache_path(const std::string& target_path, const std::string&
   } catch (const std::exception&) {
     return "";
   }
+}
+
+std::string user_calibration_path(const std::string& target_path, const std::string& drafter_path) {
+  const std::string dir = timing_cache_dir();
+  if (dir.empty()) return "";
+  try {
+    std::string stem = fs::path(drafter_path).filename().string();
+    if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
+    const std::string name = stem + "-" + file_fingerprint(drafter_path) + "-" + file_fingerprint(target_path) +
+                             ".calibration.json";
+    return (fs::path(dir) / "calibrations" / name).string();
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+std::string calibration_read_path(const std::string& target_path, const std::string& drafter_path) {
+  const std::string own = user_calibration_path(target_path, drafter_path);
+  std::error_code ec;
+  if (!own.empty() && fs::exists(fs::symlink_status(own, ec))) return own;
+  return calibration_path(drafter_path);
+}
+
+bool is_bundled_model(const std::string& path) {
+  std::error_code ec;
+  const fs::path dir = fs::weakly_canonical(fs::absolute(bundled_models_dir(), ec), ec);
+  if (ec) return false;
+  // The folder the name is in, not where a link points: a link to a bundled model in a folder of
+  // the user's is theirs (its calibration goes beside it there).
+  const fs::path parent = fs::weakly_canonical(fs::absolute(path, ec).parent_path(), ec);
+  return !ec && parent == dir;
+}
+
+std::string calibration_write_path(const std::string& target_path, const std::string& drafter_path) {
+  const std::string beside = calibration_path(drafter_path);
+  const fs::path folder = fs::path(beside).has_parent_path() ? fs::path(beside).parent_path() : fs::path(".");
+  if (!is_bundled_model(drafter_path) && ::access(folder.c_str(), W_OK) == 0) return beside;
+  const std::string own = user_calibration_path(target_path, drafter_path);
+  if (own.empty()) return beside;
+  std::error_code ec;
+  fs::create_directories(fs::path(own).parent_path(), ec);  // a failure is reported by the write
+  return own;
 }
 
 json calibration_file_info(const std::string& model_path) {

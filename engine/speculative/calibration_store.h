@@ -130,7 +130,7 @@ std::vector<std::vector<int8_t>> rank_paths_of(const nlohmann::json& doc, int R)
 // One prompt's ranks in rank_paths_of's text form.
 std::string rank_path_text(std::span<const int8_t> ranks);
 
-// Reads the calibration of the pair (target_path, draft_path) from calibration_path(draft_path).
+// Reads the calibration of the pair (target_path, draft_path) from calibration_read_path.
 // `setup` selects the timings (calibration_timings_from_json); when the file has none for it
 // (or there is no usable file), those `--tree auto` cached for this pair and setup
 // (timing_cache_path; only a whole table with plausible times) are taken. Never throws: every problem is a status and a `problem` text.
@@ -178,6 +178,25 @@ std::string timing_cache_dir();
 // two targets keeps two caches), a calibration object with timing tables only (target, draft,
 // timings_by_setup, timings). "" when there is no cache folder or a model cannot be read.
 std::string timing_cache_path(const std::string& target_path, const std::string& draft_path);
+// A user's own calibration of a pair whose drafter's folder it may not be written to: the
+// bundled models (their calibration ships with them and is tracked in the repository; a user's
+// run must not replace it) or a read-only folder (an installed program).
+// <timing_cache_dir()>/calibrations/<drafter file name without .gguf>-<drafter's
+// file_fingerprint>-<target's file_fingerprint>.calibration.json; "" when there is no cache
+// folder or a model file cannot be read.
+std::string user_calibration_path(const std::string& target_path, const std::string& drafter_path);
+// The calibration a plan reads for the pair (draft model, block drafter or MTP head alike):
+// user_calibration_path when that file exists (the user measured this pair on this machine),
+// else calibration_path(drafter_path), the one beside the drafter (e.g. the bundled one).
+std::string calibration_read_path(const std::string& target_path, const std::string& drafter_path);
+// True when `path` names a file directly in bundled_models_dir() (the folders compared as
+// canonical paths; a symbolic link elsewhere to a bundled model is not one).
+bool is_bundled_model(const std::string& path);
+// Where `specchat-cli calibrate` writes without --out: beside the drafter
+// (calibration_path), unless the drafter is a bundled model or its folder is not writable; then
+// user_calibration_path, creating its folder (beside the drafter when that is "": the write
+// then fails with the reason).
+std::string calibration_write_path(const std::string& target_path, const std::string& drafter_path);
 // Stores timings measured now (the table dated now, beside the cache's tables of other setups)
 // into timing_cache_path(target_path, draft_path), creating its folders; a cache file made for other model
 // files is replaced. Returns the path written. Throws std::runtime_error when there is no cache

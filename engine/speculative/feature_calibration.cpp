@@ -121,7 +121,7 @@ FeatureCalibration load_unguarded(const std::string& target_path, const std::str
                                   DrafterChoice drafter, const TimingSetup& setup) {
   FeatureCalibration c;
   const std::string name = drafter == DrafterChoice::block ? "block" : "mtp";
-  c.path = calibration_path(drafter_path);
+  c.path = calibration_read_path(target_path, drafter_path);
   std::error_code ec;
   if (std::filesystem::exists(c.path, ec) && !json_regular_file(c.path)) {  // a FIFO would block the read
     c.status = FeatureCalibration::Status::unreadable;
@@ -203,7 +203,7 @@ FeatureCalibration load_feature_calibration(const std::string& target_path, cons
     return load_unguarded(target_path, drafter_path, drafter, setup);
   } catch (const std::exception& e) {  // a shape no reader above foresaw: unreadable, never fatal
     FeatureCalibration c;
-    c.path = calibration_path(drafter_path);
+    c.path = calibration_read_path(target_path, drafter_path);
     c.status = FeatureCalibration::Status::unreadable;
     c.problem = "calibration " + c.path + " could not be read (" + e.what() + ")";
     return c;
