@@ -229,8 +229,16 @@ int cmd_calibrate(const CalibrateOptions& o) {
   if (counts.positions() == 0) throw std::runtime_error("calibration: no prompt produced a token");
   warn_small_sample(counts.positions(), "target tokens");
   gen.clear_cache();  // cold caches for the timings
+  double disorder = 1.0;
   const StepTimings t = measure_step_timings(target, &draft, timing_ctx, calibration_verify_nodes(),
-                                             calibration_draft_widths(), o.reps);
+                                             calibration_draft_widths(), o.reps, &disorder);
+  if (disorder > kTimingNoiseRatio) {
+    std::fprintf(stderr,
+                 "warning: the timings were disturbed (a size measured %.2fx a larger one: other programs busy on the "
+                 "cores?): --tree auto will not plan from this table but time the models itself; re-run calibrate on "
+                 "a quiet machine\n",
+                 disorder);
+  }
   const std::vector<double> a = counts.accept_by_rank();
 
   json j;
@@ -257,7 +265,7 @@ int cmd_calibrate(const CalibrateOptions& o) {
     }
   }
   store_calibration_timings(j, calibration_timings_json(t, timing_setup_of(target, o.threads),
-                                                        static_cast<int>(timing_ctx.size()), o.reps),
+                                                        static_cast<int>(timing_ctx.size()), o.reps, disorder),
                             previous);
   // What the budget choice makes of it (informational; recomputed at run time).
   const SequoiaPlanner planner(a, std::min(kCalibrationMaxAutoNodes, target.max_batch() - 1), kCalibrationMaxAutoNodes);

@@ -124,7 +124,14 @@ std::vector<ChatMessage> read_messages_file(const std::string& path) {
     throw std::runtime_error("--messages: " + path + " is a directory, not a JSON conversation file");
   }
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("--messages: cannot read " + path);
+  if (!f) {
+    // It takes a path; the conversation given inline is the likely slip (break-it pass).
+    const bool inline_json = path.find_first_not_of(" \t\r\n") != std::string::npos &&
+                             (path[path.find_first_not_of(" \t\r\n")] == '[' ||
+                              path[path.find_first_not_of(" \t\r\n")] == '{');
+    throw std::runtime_error("--messages: cannot read the file " + path +
+                             (inline_json ? " (--messages takes the path of a JSON file, not the JSON itself)" : ""));
+  }
   std::stringstream ss;
   ss << f.rdbuf();
   nlohmann::json j;

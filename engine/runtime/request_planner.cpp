@@ -1,6 +1,7 @@
 #include "engine/runtime/request_planner.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <exception>
 #include <stdexcept>
@@ -120,6 +121,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
     p.calibration_path = fc.path;
     p.calibration_found = fc.status == FeatureCalibration::Status::ok;
     if (fc.usable()) {
+      if (!fc.note.empty()) p.warnings.push_back(fc.note);
       if (!fc.setup_note.empty()) p.warnings.push_back(fc.setup_note);
       s.auto_tree = false;
       p.timings_source = "calibration";
@@ -184,6 +186,7 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& requested, const PlanCont
   const Calibration& cal = ctx.calibration;
   p.calibration_path = cal.path;
   p.calibration_found = cal.status == Calibration::Status::ok;
+  if (!cal.note.empty()) p.warnings.push_back(cal.note);
   if (cal.has_acceptance()) {
     p.accept_by_rank = cal.accept_by_rank;
     p.acceptance_source = "calibration";
@@ -289,9 +292,20 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
       const std::vector<int32_t> tctx = calibration_timing_context(p, target.n_ctx());
       if (tctx.empty()) return StepTimings{};
       constexpr int kReps = 5;  // a quick measurement on the request's path (about 0.1 s); calibrate uses more
+      double disorder = 1.0;
       StepTimings t = measure_step_timings(target, draft, tctx, calibration_verify_nodes(),
-                                           calibration_draft_widths(), kReps);
+                                           calibration_draft_widths(), kReps, &disorder);
       if (!t.valid()) return t;
+      // Still out of order after the retries: other programs were busy on the cores. Good enough
+      // for this run; cached with its disorder, so later runs time the models again
+      // (calibration_timings_from_json) instead of planning from one disturbed measurement.
+      if (disorder > kTimingNoiseRatio) {
+        char ratio[32];
+        std::snprintf(ratio, sizeof ratio, "%.2f", disorder);
+        cache_warning = std::string("the timings were disturbed (a size measured ") + ratio +
+                        "x a larger one: other programs busy on the cores?): used for this run only; the next "
+                        "run times the models again";
+      }
       // A context too small for the largest verification (--ctx) gives a partial table: good
       // for this run, but cached it would bound every later run's auto trees to its nodes.
       if (t.verify_nodes.back() < calibration_verify_nodes().back()) {
@@ -301,7 +315,8 @@ TreePlan RequestPlanner::plan_tree(const SpecSettings& s, std::span<const int32_
         return t;
       }
       try {
-        cache_calibration_timings(target.path(), draft->path(), t, setup, static_cast<int>(tctx.size()), kReps);
+        cache_calibration_timings(target.path(), draft->path(), t, setup, static_cast<int>(tctx.size()), kReps,
+                                  disorder);
       } catch (const std::exception& e) {
         cache_warning = std::string("could not cache the timings: ") + e.what();
       }

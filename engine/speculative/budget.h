@@ -41,6 +41,10 @@ struct StepTimings {
 // which a time exceeded a larger size's before (1 when the tables were non-decreasing). Each
 // table is taken in its order as it is (empty tables stay empty); keys are not looked at.
 double make_timings_monotone(StepTimings& t);
+// A timing table whose times were out of order (a size slower than a larger one) by more than
+// this ratio was disturbed by other work on the cores (make_timings_monotone's return): it may
+// plan the run that measured it, but is not planned from again (calibration_store.h).
+inline constexpr double kTimingNoiseRatio = 1.15;
 
 // Time of one speculative step with this shape (ms): one draft forward per level, the first
 // feeding the tokens the previous step committed (`fed_first` tokens, e.g. E[tokens] for

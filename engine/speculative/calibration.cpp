@@ -98,48 +98,64 @@ void prefill(LlamaModel& m, std::span<const int32_t> ctx) {
 
 StepTimings measure_step_timings(LlamaModel& target, LlamaModel* draft, std::span<const int32_t> ctx,
                                  const std::vector<int>& verify_nodes, const std::vector<int>& draft_widths,
-                                 int reps) {
+                                 int reps, double* disorder) {
   if (ctx.empty()) throw std::invalid_argument("measure_step_timings: empty context");
   StepTimings t;
   const int n = static_cast<int>(ctx.size());
-  // One warm-up round over every size first: a process's first forwards run on cold caches and
-  // pages (a one-row forward timed first measured 1.4x its later time). Then each size in turn:
-  // one untimed forward (the previous, larger size left other data in the caches) and `reps`
-  // timed ones back to back, as decoding runs them; the fastest counts (a preempted forward is
-  // slower, never faster, than its cost).
-  auto time_all = [&](LlamaModel& m, const std::vector<int>& sizes, std::vector<double>& out) {
-    for (int size : sizes) m.forward(timing_batch(ctx, n - 1, size));
-    for (int size : sizes) {
-      const Batch b = timing_batch(ctx, n - 1, size);
-      m.forward(b);
-      double best = std::numeric_limits<double>::infinity();
-      for (int r = 0; r < std::max(1, reps); ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        m.forward(b);
-        best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      }
-      out.push_back(best);
-    }
-  };
-  prefill(target, ctx);
-  std::vector<int> rows;
   for (int N : verify_nodes) {
     if (N < 0 || N + 1 > target.max_batch() || n - 1 + N + 1 > target.n_ctx()) continue;
     t.verify_nodes.push_back(N);
-    rows.push_back(N + 1);
   }
-  time_all(target, rows, t.verify_ms);
-  target.kv().truncate(0);
   if (draft) {
-    prefill(*draft, ctx);
     for (int w : draft_widths) {
       if (w < 1 || w > draft->max_batch() || n - 1 + w > draft->n_ctx()) continue;
       t.draft_widths.push_back(w);
     }
-    time_all(*draft, t.draft_widths, t.draft_ms);
-    draft->kv().truncate(0);
+  }
+  t.verify_ms.assign(t.verify_nodes.size(), std::numeric_limits<double>::infinity());
+  t.draft_ms.assign(t.draft_widths.size(), std::numeric_limits<double>::infinity());
+  // One warm-up round over every size first: a process's first forwards run on cold caches and
+  // pages (a one-row forward timed first measured 1.4x its later time). Then `reps` rounds over
+  // all sizes in turn, each size's fastest forward counting (a preempted forward is slower,
+  // never faster, than its cost). Round by round rather than each size's forwards back to back:
+  // when another program takes the cores for a while, it slows one forward of many sizes, not
+  // every forward of a few (regression: under load, sizes 0-3 all timed slow made a flat table
+  // from which auto chose chains of 4 to 7).
+  auto rounds = [&](LlamaModel& m, const std::vector<int>& rows, std::vector<double>& out, bool warm) {
+    std::vector<Batch> batches;
+    for (int r : rows) batches.push_back(timing_batch(ctx, n - 1, r));
+    if (warm) {
+      for (const Batch& b : batches) m.forward(b);
+    }
+    for (int rep = 0; rep < std::max(1, reps); ++rep) {
+      for (size_t i = 0; i < batches.size(); ++i) {
+        m.forward(batches[i]);  // untimed: the previous size's forward left other data in the caches
+        const auto t0 = std::chrono::steady_clock::now();
+        m.forward(batches[i]);
+        out[i] = std::min(out[i], std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+  };
+  std::vector<int> verify_rows;
+  for (int N : t.verify_nodes) verify_rows.push_back(N + 1);
+  // A table out of order by more than kTimingNoiseRatio (a size slower than a larger one) was
+  // disturbed: up to two more sets of rounds, whose forwards can only lower the times.
+  double worst = 1.0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    prefill(target, ctx);
+    rounds(target, verify_rows, t.verify_ms, attempt == 0);
+    target.kv().truncate(0);
+    if (draft && !t.draft_widths.empty()) {
+      prefill(*draft, ctx);
+      rounds(*draft, t.draft_widths, t.draft_ms, attempt == 0);
+      draft->kv().truncate(0);
+    }
+    StepTimings check = t;
+    worst = make_timings_monotone(check);
+    if (worst <= kTimingNoiseRatio) break;
   }
   make_timings_monotone(t);
+  if (disorder) *disorder = worst;
   return t;
 }
 

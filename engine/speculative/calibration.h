@@ -37,14 +37,16 @@ void count_draft_ranks(LlamaModel& draft, std::span<const int32_t> ctx, int from
 // Times forwards on the real context ctx ([n] ids, n ≥ 1): the target verifying N tree nodes
 // (a forward of N + 1 tokens at slot n − 1, every row's logits) for each N in verify_nodes, and
 // (when draft is not null) the draft feeding w tokens for each w in draft_widths (both lists
-// increasing). Each model runs one warm-up round over all its sizes; then each size is timed
-// after one untimed forward as the fastest of max(1, reps) forwards, in ms, and the tables are
-// made non-decreasing (make_timings_monotone: more rows never cost less). Node counts / widths
-// that do not
-// fit (max_batch, n_ctx) are left out, so ctx should leave room for the largest. Both caches
-// are left empty. Without a draft, draft_widths/draft_ms are empty (the result is not valid()).
+// increasing). Each model runs one warm-up round over all its sizes, then max(1, reps) rounds
+// over all sizes in turn; a size's time is its fastest forward, in ms. When the tables are out
+// of order by more than kTimingNoiseRatio, up to two more sets of rounds follow (minima kept).
+// The tables are then made non-decreasing (make_timings_monotone: more rows never cost less)
+// and *disorder (when given) is set to the last check's ratio (1 = in order; above
+// kTimingNoiseRatio = still noisy: use, do not keep). Node counts / widths that do not fit
+// (max_batch, n_ctx) are left out, so ctx should leave room for the largest. Both caches are
+// left empty. Without a draft, draft_widths/draft_ms are empty (the result is not valid()).
 StepTimings measure_step_timings(LlamaModel& target, LlamaModel* draft, std::span<const int32_t> ctx,
                                  const std::vector<int>& verify_nodes, const std::vector<int>& draft_widths,
-                                 int reps);
+                                 int reps, double* disorder = nullptr);
 
 }  // namespace specchat

@@ -42,7 +42,10 @@ std::string calibration_version_problem(const json& doc, int expected, const std
                                         const std::string& rerun) {
   const json& v = json_member(doc, "version");
   // Absent: read as the current version (hand-made files; every file calibrate writes has one).
-  if (v.is_null() || (v.is_number_integer() && v.get<int64_t>() == expected)) return "";
+  if (v.is_null() || (v.is_number_integer() && v.get<int64_t>() == expected) ||
+      (v.is_number_float() && v.get<double>() == static_cast<double>(expected))) {
+    return "";  // 1.0 too: JSON writers of some languages write whole numbers so
+  }
   return "calibration " + path + " has format version " + v.dump() + "; this build reads version " +
          std::to_string(expected) + " (re-run `" + rerun + "`)";
 }
@@ -101,15 +104,15 @@ std::vector<double> acceptance_of(const json& cal, std::string* why) {
   }
 }
 
-// True when the rank paths agree with the counts they were recorded with: when they hold every
-// position (calibrate records them all unless kMaxRankPathRanks runs out), the number of paths
-// ranks equal to r must be acceptance.hits[r] (or a[r] × positions when the file has no hits).
-// Paths that contradict the acceptance vector were edited or mixed from two files; planning
-// from either would be planning from a measurement that did not happen.
+// True when the rank paths agree with the counts they were recorded with (acceptance.hits [R]
+// and misses, else a[r] × positions): calibrate records the rank of every position it counts
+// until kMaxRankPathRanks runs out, so the paths' number of each rank r (R = a miss) equals its
+// count when they hold every position, and is at most that count when they hold a prefix (a
+// hand-made file with neither counts nor positions is not checked). Paths that fail were edited or mixed from two files; planning from them would be
+// planning from a measurement that did not happen (a file of all-miss paths with a[0] = 0.86
+// switched speculation off).
 bool rank_paths_agree(const json& doc, const std::vector<std::vector<int8_t>>& paths, const std::vector<double>& a) {
   const json& acc = json_member(doc, "acceptance");
-  const json& positions = json_member(acc, "positions");
-  if (!positions.is_number_integer()) return true;  // nothing to hold them to
   const int R = static_cast<int>(a.size());
   std::vector<int64_t> hist(static_cast<size_t>(R) + 1, 0);
   int64_t total = 0;
@@ -119,15 +122,37 @@ bool rank_paths_agree(const json& doc, const std::vector<std::vector<int8_t>>& p
       ++total;
     }
   }
-  if (total != positions.get<int64_t>()) return total < positions.get<int64_t>();  // a recorded prefix
+  if (total == 0) return true;
+  // The counts: hits and misses as recorded, else from the vector and the number of positions.
+  std::vector<double> count(static_cast<size_t>(R) + 1, -1.0);
   const json& hits = json_member(acc, "hits");
-  for (int r = 0; r < R; ++r) {
-    const double want = hits.is_array() && hits.size() == a.size() && hits[static_cast<size_t>(r)].is_number()
-                            ? hits[static_cast<size_t>(r)].get<double>()
-                            : a[static_cast<size_t>(r)] * static_cast<double>(total);
-    if (std::abs(static_cast<double>(hist[static_cast<size_t>(r)]) - want) > 0.5 + 1e-6 * static_cast<double>(total)) {
-      return false;
+  const json& misses = json_member(acc, "misses");
+  const json& positions = json_member(acc, "positions");
+  const bool have_hits = hits.is_array() && hits.size() == a.size() &&
+                         std::all_of(hits.begin(), hits.end(), [](const json& h) { return h.is_number(); });
+  if (have_hits) {
+    for (int r = 0; r < R; ++r) count[static_cast<size_t>(r)] = hits[static_cast<size_t>(r)].get<double>();
+    if (misses.is_number()) count[static_cast<size_t>(R)] = misses.get<double>();
+  } else if (positions.is_number()) {
+    double hit_sum = 0;
+    for (int r = 0; r < R; ++r) {
+      count[static_cast<size_t>(r)] = a[static_cast<size_t>(r)] * positions.get<double>();
+      hit_sum += count[static_cast<size_t>(r)];
     }
+    count[static_cast<size_t>(R)] = positions.get<double>() - hit_sum;
+  } else {
+    return true;  // a hand-made file without counts: nothing to hold the paths to
+  }
+  double counted = 0;
+  for (double c : count) counted += std::max(0.0, c);
+  const bool whole = positions.is_number() ? static_cast<double>(total) == positions.get<double>()
+                                           : static_cast<double>(total) == counted;
+  for (int r = 0; r <= R; ++r) {
+    const double want = count[static_cast<size_t>(r)];
+    if (want < 0) continue;  // misses not recorded
+    const double got = static_cast<double>(hist[static_cast<size_t>(r)]);
+    const double slack = 0.5 + 1e-6 * static_cast<double>(total);
+    if (whole ? std::abs(got - want) > slack : got > want + slack) return false;
   }
   return true;
 }
@@ -165,9 +190,9 @@ std::vector<int32_t> calibration_timing_context(const std::vector<int32_t>& ctx,
 namespace {
 
 Calibration load_calibration_unguarded(const std::string& target_path, const std::string& draft_path,
-                                       const TimingSetup& setup) {
+                                       const TimingSetup& setup, const std::string& path) {
   Calibration c;
-  c.path = calibration_read_path(target_path, draft_path);
+  c.path = path;
   std::error_code ec;
   if (fs::exists(c.path, ec) && !json_regular_file(c.path)) {  // a FIFO would block the read
     c.status = Calibration::Status::unreadable;
@@ -186,16 +211,16 @@ Calibration load_calibration_unguarded(const std::string& target_path, const std
     c.problem = "calibration " + c.path + " is not a JSON object";
     return c;
   }
-  if (!calibration_describes_file(json_member(doc, "target"), target_path) ||
-      !calibration_describes_file(json_member(doc, "draft"), draft_path)) {
-    c.status = Calibration::Status::other_files;
-    c.problem = "calibration " + c.path + " was made for other model files (re-run `specchat-cli calibrate`)";
-    return c;
-  }
   if (std::string v = calibration_version_problem(doc, kCalibrationVersion, c.path, "specchat-cli calibrate");
       !v.empty()) {
     c.status = Calibration::Status::unreadable;
     c.problem = std::move(v);
+    return c;
+  }
+  if (!calibration_describes_file(json_member(doc, "target"), target_path) ||
+      !calibration_describes_file(json_member(doc, "draft"), draft_path)) {
+    c.status = Calibration::Status::other_files;
+    c.problem = "calibration " + c.path + " was made for other model files (re-run `specchat-cli calibrate`)";
     return c;
   }
   c.status = Calibration::Status::ok;
@@ -267,15 +292,35 @@ std::string rank_path_text(std::span<const int8_t> ranks) {
   return s;
 }
 
-Calibration load_calibration(const std::string& target_path, const std::string& draft_path, const TimingSetup& setup) {
-  Calibration c;
+namespace {
+
+Calibration load_calibration_at(const std::string& target_path, const std::string& draft_path,
+                                const TimingSetup& setup, const std::string& path) {
   try {
-    c = load_calibration_unguarded(target_path, draft_path, setup);
+    return load_calibration_unguarded(target_path, draft_path, setup, path);
   } catch (const std::exception& e) {  // a shape no reader above foresaw: unreadable, never fatal
-    c = Calibration{};
-    c.path = calibration_read_path(target_path, draft_path);
+    Calibration c;
+    c.path = path;
     c.status = Calibration::Status::unreadable;
     c.problem = "calibration " + c.path + " could not be read (" + e.what() + ")";
+    return c;
+  }
+}
+
+}  // namespace
+
+Calibration load_calibration(const std::string& target_path, const std::string& draft_path, const TimingSetup& setup) {
+  const std::string read = calibration_read_path(target_path, draft_path), beside = calibration_path(draft_path);
+  Calibration c = load_calibration_at(target_path, draft_path, setup, read);
+  // The user's own calibration unusable (broken, another version, made for other files): the
+  // one beside the drafter still plans, and the note says why the user's was passed over
+  // (regression: a broken user file hid the valid bundled calibration behind the prior).
+  if (read != beside && !c.has_acceptance()) {
+    Calibration b = load_calibration_at(target_path, draft_path, setup, beside);
+    if (b.has_acceptance()) {
+      b.note = "your calibration " + read + " is not used (" + c.problem + "); planning from " + beside;
+      c = std::move(b);
+    }
   }
   if (!c.timings.valid()) {
     try {
@@ -359,11 +404,25 @@ bool is_bundled_model(const std::string& path) {
 std::string calibration_write_path(const std::string& target_path, const std::string& drafter_path) {
   const std::string beside = calibration_path(drafter_path);
   const fs::path folder = fs::path(beside).has_parent_path() ? fs::path(beside).parent_path() : fs::path(".");
-  if (!is_bundled_model(drafter_path) && ::access(folder.c_str(), W_OK) == 0) return beside;
+  const bool bundled = is_bundled_model(drafter_path);
+  if (!bundled && ::access(folder.c_str(), W_OK) == 0) return beside;
+  const std::string why = bundled ? "the drafter is one of the bundled models, whose calibration ships with them"
+                                  : "the drafter's folder " + folder.string() + " is not writable";
   const std::string own = user_calibration_path(target_path, drafter_path);
-  if (own.empty()) return beside;
+  // Never beside a bundled drafter (regression: with no cache folder the tracked file was rewritten).
+  if (own.empty()) {
+    throw std::runtime_error("nowhere to write the calibration: " + why +
+                             ", and there is no cache folder (set SPECCHAT_CACHE_DIR, XDG_CACHE_HOME or HOME to an "
+                             "absolute path), or give --out FILE");
+  }
+  const fs::path dir = fs::path(own).parent_path();
   std::error_code ec;
-  fs::create_directories(fs::path(own).parent_path(), ec);  // a failure is reported by the write
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir, ec)) {
+    throw std::runtime_error("nowhere to write the calibration: " + why + ", and the cache folder " + dir.string() +
+                             " cannot be made (is a part of its path a file?); set SPECCHAT_CACHE_DIR to a folder, or "
+                             "give --out FILE");
+  }
   return own;
 }
 
@@ -455,10 +514,11 @@ json with_setup_entry(const json& list, const json& fresh) {
   return out;
 }
 
-json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps) {
+json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps,
+                              double disorder) {
   json j{{"backend", kCalibrationBackend}, {"threads", setup.threads},
          {"kv_type", setup.kv_type}, {"activations", setup.activations},
-         {"context_tokens", context_tokens}, {"reps", reps},
+         {"context_tokens", context_tokens}, {"reps", reps}, {"disorder", disorder},
          {"draft_widths", t.draft_widths}, {"draft_ms", t.draft_ms},
          {"verify_nodes", t.verify_nodes}, {"verify_ms", t.verify_ms}};
   if (!setup.machine.empty()) j["machine"] = setup.machine;
@@ -479,6 +539,12 @@ StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setu
   if (!same("kv_type", setup.kv_type) || !same("activations", setup.activations) ||
       (!setup.machine.empty() && !same("machine", setup.machine))) {
     return t;  // another setup's, or another machine's: its times do not hold here
+  }
+  // Measured while other programs were busy on the cores (measure_step_timings' disorder): it
+  // planned the run that measured it; later runs time the models again (regression: one
+  // disturbed table, cached, planned chains of 4 to 7 in every later run).
+  if (const json& d = json_member(j, "disorder"); !d.is_null() && (!d.is_number() || !(d.get<double>() <= kTimingNoiseRatio))) {
+    return t;
   }
   try {
     t.draft_widths = j.at("draft_widths").get<std::vector<int>>();
@@ -569,7 +635,8 @@ void write_calibration_file(const std::string& path, const json& j) {
 }
 
 std::string cache_calibration_timings(const std::string& target_path, const std::string& draft_path,
-                                      const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps) {
+                                      const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps,
+                                      double disorder) {
   const std::string path = timing_cache_path(target_path, draft_path);
   if (path.empty()) {
     throw std::runtime_error("no cache folder (set SPECCHAT_CACHE_DIR, XDG_CACHE_HOME or HOME)");
@@ -580,7 +647,7 @@ std::string cache_calibration_timings(const std::string& target_path, const std:
   json updated{{"version", kCalibrationVersion}, {"backend", kCalibrationBackend}};
   updated["target"] = calibration_file_info(target_path);
   updated["draft"] = calibration_file_info(draft_path);
-  json table = calibration_timings_json(t, setup, context_tokens, reps);
+  json table = calibration_timings_json(t, setup, context_tokens, reps, disorder);
   table["date"] = utc_now_iso8601();
   store_calibration_timings(updated, table, previous);
   std::error_code ec;

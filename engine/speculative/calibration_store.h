@@ -24,7 +24,7 @@ inline constexpr const char* kCalibrationBackend = "cpu";
 const std::vector<int>& calibration_verify_nodes();  // {0, 1, …, 8, 12, 16, 24, 32, 64}
 const std::vector<int>& calibration_draft_widths();  // {1, 2, 3, 4, 6, 8, 16}
 inline constexpr int kCalibrationMaxAutoNodes = 64;
-inline constexpr int kCalibrationTimingContext = 64;  // tokens of real context timings run on
+inline constexpr int kCalibrationTimingContext = 256;  // tokens of real context timings run on
 
 // The context timings run on: the last kCalibrationTimingContext tokens of `ctx` (a shorter
 // ctx repeated up to that length), fewer when the context (n_ctx) must keep room for the
@@ -65,7 +65,7 @@ std::string json_string_or(const nlohmann::json& j, const char* key, const std::
 // j[key] by reference (a null value when j is not an object or lacks the key): never a copy, so
 // a deeply nested value in a hostile file cannot exhaust the stack in a recursive copy.
 const nlohmann::json& json_member(const nlohmann::json& j, const char* key);
-// "" when the calibration object `doc` has "version": `expected` (an integer) or no "version"
+// "" when the calibration object `doc` has "version": `expected` (an integer, or 1.0) or no "version"
 // (a hand-made file, read as current); else why it is not read, naming `path` and the command
 // that writes a current one (`rerun`): a file of another format version is refused rather than
 // read as if it were current.
@@ -103,6 +103,10 @@ struct Calibration {
   // Why accept_by_rank is empty, in words without a final period ("no calibration at P (run
   // `specchat-cli calibrate`)"); "" when it is usable.
   std::string problem;
+  // When the user's own calibration (user_calibration_path) exists but has no usable acceptance
+  // and the one beside the drafter was read instead: why, in words without a final period; a
+  // plan shows it as a warning. "" otherwise.
+  std::string note;
   std::vector<double> accept_by_rank;  // [R] a[r], each finite in [0, 1]; empty = none usable
   // acceptance.rank_paths: [n_prompts][len] the draft rank of each greedy target token, R for a
   // miss (RankPathModel, engine/speculative/rank_paths.h); empty when the file has none (written
@@ -145,7 +149,8 @@ bool calibration_describes_file(const nlohmann::json& stored, const std::string&
 nlohmann::json calibration_file_info(const std::string& model_path);
 // {"backend", "threads", "kv_type", "activations", "context_tokens", "reps", "draft_widths",
 // "draft_ms", "verify_nodes", "verify_ms"} (times in ms per forward).
-nlohmann::json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps);
+nlohmann::json calibration_timings_json(const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps,
+                                        double disorder = 1.0);
 // The inverse, for this backend and `setup`; an invalid (empty) table when the entry is for
 // another backend, thread count, KV type or activation rounding, or malformed, when it lacks
 // 0 nodes or draft width 1 (those are measured, never extrapolated), when a time is outside
@@ -194,14 +199,16 @@ std::string calibration_read_path(const std::string& target_path, const std::str
 bool is_bundled_model(const std::string& path);
 // Where `specchat-cli calibrate` writes without --out: beside the drafter
 // (calibration_path), unless the drafter is a bundled model or its folder is not writable; then
-// user_calibration_path, creating its folder (beside the drafter when that is "": the write
-// then fails with the reason).
+// user_calibration_path, creating its folder. Throws std::runtime_error, naming the reason and
+// --out, when that is needed but there is no cache folder or it cannot be made: a bundled
+// drafter's calibration is never written.
 std::string calibration_write_path(const std::string& target_path, const std::string& drafter_path);
 // Stores timings measured now (the table dated now, beside the cache's tables of other setups)
 // into timing_cache_path(target_path, draft_path), creating its folders; a cache file made for other model
 // files is replaced. Returns the path written. Throws std::runtime_error when there is no cache
 // directory or the write fails.
 std::string cache_calibration_timings(const std::string& target_path, const std::string& draft_path,
-                                      const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps);
+                                      const StepTimings& t, const TimingSetup& setup, int context_tokens, int reps,
+                                      double disorder = 1.0);
 
 }  // namespace specchat

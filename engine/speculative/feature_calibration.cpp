@@ -118,10 +118,10 @@ bool feature_config_from_json(const json& j, DrafterChoice drafter, FeatureConfi
 namespace {
 
 FeatureCalibration load_unguarded(const std::string& target_path, const std::string& drafter_path,
-                                  DrafterChoice drafter, const TimingSetup& setup) {
+                                  DrafterChoice drafter, const TimingSetup& setup, const std::string& path) {
   FeatureCalibration c;
   const std::string name = drafter == DrafterChoice::block ? "block" : "mtp";
-  c.path = calibration_read_path(target_path, drafter_path);
+  c.path = path;
   std::error_code ec;
   if (std::filesystem::exists(c.path, ec) && !json_regular_file(c.path)) {  // a FIFO would block the read
     c.status = FeatureCalibration::Status::unreadable;
@@ -195,19 +195,36 @@ FeatureCalibration load_unguarded(const std::string& target_path, const std::str
   return c;
 }
 
-}  // namespace
-
-FeatureCalibration load_feature_calibration(const std::string& target_path, const std::string& drafter_path,
-                                            DrafterChoice drafter, const TimingSetup& setup) {
+FeatureCalibration load_at(const std::string& target_path, const std::string& drafter_path, DrafterChoice drafter,
+                           const TimingSetup& setup, const std::string& path) {
   try {
-    return load_unguarded(target_path, drafter_path, drafter, setup);
+    return load_unguarded(target_path, drafter_path, drafter, setup, path);
   } catch (const std::exception& e) {  // a shape no reader above foresaw: unreadable, never fatal
     FeatureCalibration c;
-    c.path = calibration_read_path(target_path, drafter_path);
+    c.path = path;
     c.status = FeatureCalibration::Status::unreadable;
     c.problem = "calibration " + c.path + " could not be read (" + e.what() + ")";
     return c;
   }
+}
+
+}  // namespace
+
+FeatureCalibration load_feature_calibration(const std::string& target_path, const std::string& drafter_path,
+                                            DrafterChoice drafter, const TimingSetup& setup) {
+  const std::string read = calibration_read_path(target_path, drafter_path), beside = calibration_path(drafter_path);
+  FeatureCalibration c = load_at(target_path, drafter_path, drafter, setup, read);
+  // The user's own calibration unusable: the one beside the drafter still plans (as
+  // load_calibration does), with a note saying why the user's was passed over.
+  if (read != beside && !c.usable()) {
+    FeatureCalibration b = load_at(target_path, drafter_path, drafter, setup, beside);
+    if (b.usable()) {
+      b.note = "your calibration " + read + " is not used (" +
+               (c.problem.empty() ? std::string("no usable measurement") : c.problem) + "); planning from " + beside;
+      c = std::move(b);
+    }
+  }
+  return c;
 }
 
 }  // namespace specchat

@@ -51,6 +51,9 @@ struct FeatureCalibration {
   // Non-empty when no measurement is for the setup asked for, so the latest one is used: says
   // which setup it was made with and how to measure this one (a planning warning).
   std::string setup_note;
+  // Non-empty when the user's own calibration (user_calibration_path) is unusable and the one
+  // beside the drafter was read instead: why (a planning warning).
+  std::string note;
   std::vector<FeatureConfigResult> configs;  // [n] measured, in file order
 
   bool usable() const { return status == Status::ok && !configs.empty() && baseline_tokens_per_s > 0; }

@@ -72,7 +72,14 @@ TEST_CASE("cli: --messages files that are not a conversation fail clearly", "[mo
   const test::CliResult missing = test::run_cli({"generate", "-n", "2", "--messages", "/no/such/conversation.json"});
   INFO(missing.describe());
   CHECK(missing.exit_code == 1);
-  CHECK(missing.err.find("cannot read /no/such/conversation.json") != std::string::npos);
+  CHECK(missing.err.find("cannot read the file /no/such/conversation.json") != std::string::npos);
+  CHECK(missing.err.find("not the JSON itself") == std::string::npos);
+  // The conversation given inline (break-it pass): the message says the option takes a path.
+  const test::CliResult inline_json =
+      test::run_cli({"generate", "-n", "2", "--messages", "[{\"role\": \"user\", \"content\": \"Hi\"}]"});
+  INFO(inline_json.describe());
+  CHECK(inline_json.exit_code == 1);
+  CHECK(inline_json.err.find("takes the path of a JSON file, not the JSON itself") != std::string::npos);
   // A directory is named as one (regression: reported as "not JSON (… unexpected end of input …)").
   const std::string dir = fs::temp_directory_path().string();
   const test::CliResult is_dir = test::run_cli({"generate", "-n", "2", "--messages", dir});

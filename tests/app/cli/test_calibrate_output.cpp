@@ -62,6 +62,27 @@ TEST_CASE("calibrate: the bundled pair's calibration is never replaced and the u
   CHECK(g.json.at("tree_plan").at("acceptance_source") == "calibration");
   fs::remove(own);
   CHECK(calibration_read_path(target, draft) == shipped);
+
+  // No cache folder: refused with the reason, the bundled file untouched (break-it: it was
+  // rewritten in place).
+  const char* cache = std::getenv("SPECCHAT_CACHE_DIR");
+  const std::string saved = cache ? cache : "";
+  const char* home = std::getenv("HOME");
+  const std::string saved_home = home ? home : "";
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const std::string saved_xdg = xdg ? xdg : "";
+  ::setenv("SPECCHAT_CACHE_DIR", "relative-is-ignored", 1);
+  ::setenv("HOME", "relative-home", 1);
+  ::unsetenv("XDG_CACHE_HOME");
+  const test::CliResult none = test::run_cli({"calibrate", "--max-prompts", "1", "-n", "4", "--threads", "1"});
+  ::setenv("SPECCHAT_CACHE_DIR", saved.c_str(), 1);
+  ::setenv("HOME", saved_home.c_str(), 1);
+  if (xdg) ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
+  INFO(none.describe());
+  CHECK(none.exit_code != 0);
+  CHECK(none.err.find("no cache folder") != std::string::npos);
+  CHECK(none.err.find("--out") != std::string::npos);
+  CHECK(file_bytes(shipped) == shipped_before);
 }
 
 TEST_CASE("calibrate: beside a draft of the user's own, in the cache for a bundled one", "[unit][calibration]") {

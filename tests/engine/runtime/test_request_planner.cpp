@@ -5,6 +5,8 @@
 // [model] cases run the bound forms on the bundled pair.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <cmath>
@@ -375,6 +377,9 @@ TEST_CASE("request planner: auto trees are planned without a prompt (the app's s
   CHECK(p.acceptance_model == "rank paths");  // the committed calibration records them
   CHECK(p.choice.step_ms > 0);
   CHECK(p.baseline_ms_per_token > 0);
-  // Measured once, then cached for the next request.
-  CHECK(planner.plan_tree(s).timings_source == "cache");
+  // Measured once, then cached for the next request (unless other programs disturbed the
+  // timing, which the plan says: the next request then times the models again).
+  const bool disturbed = std::any_of(p.warnings.begin(), p.warnings.end(),
+                                     [](const std::string& w) { return w.find("disturbed") != std::string::npos; });
+  CHECK(planner.plan_tree(s).timings_source == (disturbed ? "measured" : "cache"));
 }

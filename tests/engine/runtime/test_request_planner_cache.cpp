@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,23 @@
 
 using namespace specchat;
 namespace fs = std::filesystem;
+
+namespace {
+
+// The timing cache of the pair as written, null when absent or not JSON.
+nlohmann::json cache_doc(const std::string& target, const std::string& draft) {
+  std::ifstream in(timing_cache_path(target, draft));
+  return in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+}
+
+// Its latest table's verification node counts; empty when there is none.
+std::vector<int> cached_verify_nodes(const std::string& target, const std::string& draft) {
+  const nlohmann::json doc = cache_doc(target, draft);
+  if (!doc.is_object() || !doc.contains("timings")) return {};
+  return doc["timings"].value("verify_nodes", std::vector<int>{});
+}
+
+}  // namespace
 
 TEST_CASE("request planner: --tree auto on a tiny context does not cache its partial timing table", "[model][cli]") {
   // Regression: `--tree auto --ctx 8` timed verification only up to 4 nodes (what fits in 8
@@ -34,17 +52,16 @@ TEST_CASE("request planner: --tree auto on a tiny context does not cache its par
   const test::CliResult r = test::run_cli(tiny);
   INFO(r.describe());
   CHECK(r.exit_code == 0);
-  const TimingSetup one{1, "f16", "f32"};
-  Calibration c = load_calibration(target, draft, one);
-  const bool partial_cached = c.timings.valid() && c.timings.verify_nodes.back() < calibration_verify_nodes().back();
-  CHECK_FALSE(partial_cached);
+  // The cache file as written (read raw: a table measured while the cores were busy is cached
+  // with its disorder and not planned from, so load_calibration may pass over it).
+  CHECK_FALSE(fs::exists(timing_cache_path(target, draft)));
   // A run with the whole context times every node count and caches the full table.
   const test::CliResult full = test::run_cli(base);
   INFO(full.describe());
   CHECK(full.exit_code == 0);
-  c = load_calibration(target, draft, one);
-  REQUIRE(c.timings.valid());
-  CHECK(c.timings.verify_nodes.back() == calibration_verify_nodes().back());
+  const std::vector<int> nodes = cached_verify_nodes(target, draft);
+  REQUIRE_FALSE(nodes.empty());
+  CHECK(nodes.back() == calibration_verify_nodes().back());
   fs::remove_all(dir);
 }
 
@@ -62,16 +79,18 @@ TEST_CASE("request planner: --tree auto times every node count up to 8 and every
                                            "-n", "2", "--prompt", "Once upon a time", "--threads", "1"});
   INFO(r.describe());
   CHECK(r.exit_code == 0);
-  const Calibration c = load_calibration(target, draft, TimingSetup{1, "f16", "f32"});
-  REQUIRE(c.timings.valid());
-  CHECK(c.timings_cached);
+  const std::vector<int> nodes = cached_verify_nodes(target, draft);
+  const nlohmann::json doc = cache_doc(target, draft);
+  REQUIRE(doc.is_object());
+  const std::vector<int> widths = doc.at("timings").at("draft_widths").get<std::vector<int>>();
   for (int n = 0; n <= 8; ++n) {
     INFO("verify nodes " << n);
-    CHECK(std::find(c.timings.verify_nodes.begin(), c.timings.verify_nodes.end(), n) != c.timings.verify_nodes.end());
+    CHECK(std::find(nodes.begin(), nodes.end(), n) != nodes.end());
   }
   for (int w = 1; w <= 4; ++w) {
     INFO("draft width " << w);
-    CHECK(std::find(c.timings.draft_widths.begin(), c.timings.draft_widths.end(), w) != c.timings.draft_widths.end());
+    CHECK(std::find(widths.begin(), widths.end(), w) != widths.end());
   }
+  CHECK(doc.at("timings").at("disorder").get<double>() >= 1.0);
   fs::remove_all(dir);
 }

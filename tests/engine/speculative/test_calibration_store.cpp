@@ -474,5 +474,52 @@ TEST_CASE("calibration store: another format version, a ranks count that disagre
     doc["acceptance"]["rank_paths"] = {"0 0 1 2"};
     write_calibration_file(calibration_path(p.draft()), doc);
     CHECK(load_calibration(p.target(), p.draft(), one).rank_paths.size() == 1);
+    // A "prefix" with more of a rank than was counted is not one (break-it: all-miss paths with
+    // a[0] = 0.86 switched speculation off without a word).
+    doc["acceptance"]["rank_paths"] = {"2 2", "2"};
+    write_calibration_file(calibration_path(p.draft()), doc);
+    CHECK(load_calibration(p.target(), p.draft(), one).rank_paths.empty());
+    // Without positions the counts (hits, misses) still hold them; without those, the vector.
+    doc["acceptance"].erase("positions");
+    write_calibration_file(calibration_path(p.draft()), doc);
+    CHECK(load_calibration(p.target(), p.draft(), one).rank_paths.empty());
+    doc["acceptance"]["positions"] = 5;
+    doc["acceptance"].erase("hits");
+    doc["acceptance"].erase("misses");
+    write_calibration_file(calibration_path(p.draft()), doc);
+    CHECK(load_calibration(p.target(), p.draft(), one).rank_paths.empty());
+    doc["acceptance"]["rank_paths"] = {"0 0 1 2", "0"};  // a[r] x positions: 3 and 1 hits, 1 miss
+    write_calibration_file(calibration_path(p.draft()), doc);
+    CHECK(load_calibration(p.target(), p.draft(), one).rank_paths.size() == 2);
+  }
+  SECTION("version 1.0 is version 1") {
+    json doc = good;
+    doc["version"] = 1.0;
+    write_calibration_file(calibration_path(p.draft()), doc);
+    CHECK(load_calibration(p.target(), p.draft(), one).has_acceptance());
+  }
+  SECTION("a broken calibration of the user's own gives way to the one beside the drafter, with a note") {
+    const std::string own = user_calibration_path(p.target(), p.draft());
+    REQUIRE_FALSE(own.empty());
+    fs::create_directories(fs::path(own).parent_path());
+    json mine = good;
+    mine["acceptance"]["accept_by_rank"] = {0.3, 0.1};
+    mine["acceptance"]["hits"] = {3, 1};
+    mine["acceptance"].erase("rank_paths");
+    write_calibration_file(own, mine);
+    c = load_calibration(p.target(), p.draft(), one);
+    CHECK(c.path == own);
+    CHECK(c.accept_by_rank == std::vector<double>{0.3, 0.1});
+    CHECK(c.note.empty());
+    for (const std::string& broken : {std::string("{\"version\": 2}"), std::string("{ not json"), std::string("")}) {
+      std::ofstream(own, std::ios::trunc) << broken;
+      c = load_calibration(p.target(), p.draft(), one);
+      INFO(broken << " -> " << c.note);
+      CHECK(c.path == calibration_path(p.draft()));
+      CHECK(c.accept_by_rank == std::vector<double>{0.6, 0.2});
+      CHECK(c.note.find(own) != std::string::npos);
+    }
+    fs::remove(own);
+    CHECK(load_calibration(p.target(), p.draft(), one).note.empty());
   }
 }

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <thread>
 #include <vector>
 #include <cstdlib>
@@ -183,6 +185,22 @@ TEST_CASE("timing cache: implausible, partial, hostile and odd cache files are n
       s.write_table(calibration_timings_json(t, one, 8, 1));
       CHECK_FALSE(s.loads());
     }
+  }
+  {  // measured while other programs were busy (regression: one disturbed table, cached, planned
+     // every later run): cached with its disorder, not planned from again; in order, it is
+    for (const double d : {kTimingNoiseRatio + 0.01, 1.6, std::numeric_limits<double>::quiet_NaN()}) {
+      nlohmann::json table = calibration_timings_json(linear_timings(1, 2, 3), one, 8, 1, d);
+      if (std::isnan(d)) table["disorder"] = "1.0";  // not a number
+      s.write_table(table);
+      INFO("disorder " << table["disorder"].dump());
+      CHECK_FALSE(s.loads());
+    }
+    s.write_table(calibration_timings_json(linear_timings(1, 2, 3), one, 8, 1, kTimingNoiseRatio));
+    CHECK(s.loads());
+    CHECK_NOTHROW(cache_calibration_timings(s.target, s.draft, linear_timings(1, 2, 3), one, 8, 1, 1.4));
+    CHECK_FALSE(s.loads());
+    CHECK_NOTHROW(cache_calibration_timings(s.target, s.draft, linear_timings(1, 2, 3), one, 8, 1, 1.02));
+    CHECK(s.loads());
   }
   {  // a partial table (auto caches only whole ones): it would cap every auto tree
     StepTimings t = linear_timings(1, 2, 3);
