@@ -351,37 +351,38 @@ std::string timing_cache_dir() {
   return "";
 }
 
-std::string timing_cache_path(const std::string& target_path, const std::string& draft_path) {
-  const std::string dir = timing_cache_dir();
-  if (dir.empty()) return "";
-  try {
-    std::string stem = fs::path(draft_path).filename().string();
-    if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
-    // "-t3": tables of every node count up to 8 (calibration_verify_nodes), timed after a warm-up
-    // round over all sizes (measure_step_timings). Caches of earlier methods are not read: t2
-    // (2 and 4 nodes timed, 3 interpolated: --tree auto chose a chain of 4 over the faster 3)
-    // and the first (each size in turn, the first one cold: a one-row forward measured 1.4x its
-    // true time, and --tree auto chose chains too short).
-    const std::string name =
-        stem + "-" + file_fingerprint(draft_path) + "-" + file_fingerprint(target_path) + "-t3.json";
-    return (fs::path(dir) / "timings" / name).string();
-  } catch (const std::exception&) {
-    return "";
-  }
-}
+namespace {
 
-std::string user_calibration_path(const std::string& target_path, const std::string& drafter_path) {
+// <timing_cache_dir()>/<folder>/<drafter file name without .gguf>-<drafter's fingerprint>-<target's
+// fingerprint><suffix>; "" when there is no cache folder or a model file cannot be read.
+std::string pair_cache_file(const std::string& target_path, const std::string& drafter_path, const char* folder,
+                            const char* suffix) {
   const std::string dir = timing_cache_dir();
   if (dir.empty()) return "";
   try {
     std::string stem = fs::path(drafter_path).filename().string();
     if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
-    const std::string name = stem + "-" + file_fingerprint(drafter_path) + "-" + file_fingerprint(target_path) +
-                             ".calibration.json";
-    return (fs::path(dir) / "calibrations" / name).string();
+    const std::string name = stem + "-" + file_fingerprint(drafter_path) + "-" + file_fingerprint(target_path) + suffix;
+    return (fs::path(dir) / folder / name).string();
   } catch (const std::exception&) {
     return "";
   }
+}
+
+}  // namespace
+
+std::string timing_cache_path(const std::string& target_path, const std::string& draft_path) {
+  // "-t4": every node count up to 8 (calibration_verify_nodes) on a 256-token context, in rounds
+  // over all sizes, a disturbed table marked (measure_step_timings). Caches of earlier methods
+  // are not read: t3 (a 64-token context: the chains of 3 and 4 a few hundredths of a
+  // millisecond apart), t2 (2 and 4 nodes timed, 3 interpolated: --tree auto chose a chain of 4
+  // over the faster 3) and the first (each size in turn, the first one cold: a one-row forward
+  // measured 1.4x its true time, and --tree auto chose chains too short).
+  return pair_cache_file(target_path, draft_path, "timings", "-t4.json");
+}
+
+std::string user_calibration_path(const std::string& target_path, const std::string& drafter_path) {
+  return pair_cache_file(target_path, drafter_path, "calibrations", ".calibration.json");
 }
 
 std::string calibration_read_path(const std::string& target_path, const std::string& drafter_path) {

@@ -178,7 +178,7 @@ void write_calibration_file(const std::string& path, const nlohmann::json& j);
 // values are ignored, as the XDG rule says); "" when none of them is set.
 std::string timing_cache_dir();
 // The timing cache of one pair of model files: <timing_cache_dir()>/timings/<draft file name
-// without .gguf>-<draft's file_fingerprint>-<target's file_fingerprint>-t3.json (t3: the timing
+// without .gguf>-<draft's file_fingerprint>-<target's file_fingerprint>-t4.json (t4: the timing
 // method of measure_step_timings and its sizes; files of an earlier method are not read; one draft used with
 // two targets keeps two caches), a calibration object with timing tables only (target, draft,
 // timings_by_setup, timings). "" when there is no cache folder or a model cannot be read.

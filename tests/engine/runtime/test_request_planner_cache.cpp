@@ -21,6 +21,25 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Copies of the bundled pair in a folder of their own (their own timing cache file), removed
+// at the end.
+struct CopiedPair {
+  fs::path dir;
+  std::string target, draft;
+  explicit CopiedPair(const std::string& name)
+      : dir(fs::temp_directory_path() / ("specchat-" + name + "-" + std::to_string(::getpid()))) {
+    fs::create_directories(dir);
+    target = (dir / "target.gguf").string();
+    draft = (dir / "draft.gguf").string();
+    fs::copy_file(test::target_model(), target, fs::copy_options::overwrite_existing);
+    fs::copy_file(test::draft_model(), draft, fs::copy_options::overwrite_existing);
+  }
+  ~CopiedPair() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
 // The timing cache of the pair as written, null when absent or not JSON.
 nlohmann::json cache_doc(const std::string& target, const std::string& draft) {
   std::ifstream in(timing_cache_path(target, draft));
@@ -40,11 +59,8 @@ TEST_CASE("request planner: --tree auto on a tiny context does not cache its par
   // Regression: `--tree auto --ctx 8` timed verification only up to 4 nodes (what fits in 8
   // tokens) and cached that table, so every later run with the full context planned from it
   // (auto trees of at most 4 nodes) instead of timing the models again.
-  const fs::path dir = fs::temp_directory_path() / ("specchat-tinyctx-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string target = (dir / "target.gguf").string(), draft = (dir / "draft.gguf").string();
-  fs::copy_file(test::target_model(), target, fs::copy_options::overwrite_existing);
-  fs::copy_file(test::draft_model(), draft, fs::copy_options::overwrite_existing);
+  const CopiedPair pair("tinyctx");
+  const std::string &target = pair.target, &draft = pair.draft;
   const std::vector<std::string> base = {"generate", "--json", "--model", target, "--draft", draft, "--tree", "auto",
                                          "-n", "2", "--prompt", "Once upon a time", "--threads", "1"};
   std::vector<std::string> tiny = base;
@@ -62,7 +78,6 @@ TEST_CASE("request planner: --tree auto on a tiny context does not cache its par
   const std::vector<int> nodes = cached_verify_nodes(target, draft);
   REQUIRE_FALSE(nodes.empty());
   CHECK(nodes.back() == calibration_verify_nodes().back());
-  fs::remove_all(dir);
 }
 
 TEST_CASE("request planner: --tree auto times every node count up to 8 and every small draft width", "[model][cli]") {
@@ -70,11 +85,8 @@ TEST_CASE("request planner: --tree auto times every node count up to 8 and every
   // interpolated between 2 and 4. The kernels tile rows (a 4-node chain verifies 5 rows, one
   // more pass), times are not linear in between, and auto chose a chain of 4 (1.61-1.64x on
   // the held-out prompts) over the faster 3 (1.73-1.74x).
-  const fs::path dir = fs::temp_directory_path() / ("specchat-allnodes-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string target = (dir / "target.gguf").string(), draft = (dir / "draft.gguf").string();
-  fs::copy_file(test::target_model(), target, fs::copy_options::overwrite_existing);
-  fs::copy_file(test::draft_model(), draft, fs::copy_options::overwrite_existing);
+  const CopiedPair pair("allnodes");
+  const std::string &target = pair.target, &draft = pair.draft;
   const test::CliResult r = test::run_cli({"generate", "--json", "--model", target, "--draft", draft, "--tree", "auto",
                                            "-n", "2", "--prompt", "Once upon a time", "--threads", "1"});
   INFO(r.describe());
@@ -92,5 +104,4 @@ TEST_CASE("request planner: --tree auto times every node count up to 8 and every
     CHECK(std::find(widths.begin(), widths.end(), w) != widths.end());
   }
   CHECK(doc.at("timings").at("disorder").get<double>() >= 1.0);
-  fs::remove_all(dir);
 }
