@@ -84,6 +84,10 @@ std::vector<double> acceptance_of(const json& cal, std::string* why) {
     const json& list = json_member(acc, "accept_by_rank");
     if (!list.is_array() || list.size() > kMaxRanks) return {};
     std::vector<double> a = list.get<std::vector<double>>();
+    if (a.empty()) {
+      *why = "has an empty acceptance vector";
+      return {};
+    }
     double sum = 0;
     for (double x : a) {
       if (!std::isfinite(x) || x < 0 || x > 1) return {};
@@ -130,6 +134,20 @@ bool rank_paths_agree(const json& doc, const std::vector<std::vector<int8_t>>& p
   const json& positions = json_member(acc, "positions");
   const bool have_hits = hits.is_array() && hits.size() == a.size() &&
                          std::all_of(hits.begin(), hits.end(), [](const json& h) { return h.is_number(); });
+  // Counts present but out of shape, or disagreeing with each other: nothing sound to hold the
+  // paths to, and they were recorded with those counts.
+  if ((!hits.is_null() && !have_hits) || (!misses.is_null() && !misses.is_number()) ||
+      (!positions.is_null() && !positions.is_number())) {
+    return false;
+  }
+  if (positions.is_number()) {
+    if (static_cast<double>(total) > positions.get<double>()) return false;  // more ranks than positions
+    if (have_hits && misses.is_number()) {
+      double sum = misses.get<double>();
+      for (const json& h : hits) sum += h.get<double>();
+      if (std::abs(sum - positions.get<double>()) > 0.5) return false;
+    }
+  }
   if (have_hits) {
     for (int r = 0; r < R; ++r) count[static_cast<size_t>(r)] = hits[static_cast<size_t>(r)].get<double>();
     if (misses.is_number()) count[static_cast<size_t>(R)] = misses.get<double>();
@@ -385,7 +403,22 @@ std::string user_calibration_path(const std::string& target_path, const std::str
   return pair_cache_file(target_path, drafter_path, "calibrations", ".calibration.json");
 }
 
+namespace {
+
+// Whether calibrate writes the drafter's calibration beside it (calibration_write_path).
+bool writes_beside(const std::string& drafter_path) {
+  const std::string beside = calibration_path(drafter_path);
+  const fs::path folder = fs::path(beside).has_parent_path() ? fs::path(beside).parent_path() : fs::path(".");
+  return !is_bundled_model(drafter_path) && ::access(folder.c_str(), W_OK) == 0;
+}
+
+}  // namespace
+
 std::string calibration_read_path(const std::string& target_path, const std::string& drafter_path) {
+  // Read where calibrate writes: a drafter of the user's own in a writable folder keeps its
+  // calibration beside it, even when a copy of the same files (the bundled ones) has one in
+  // the cache (regression: the older cache file won over the one just written beside it).
+  if (writes_beside(drafter_path)) return calibration_path(drafter_path);
   const std::string own = user_calibration_path(target_path, drafter_path);
   std::error_code ec;
   if (!own.empty() && fs::exists(fs::symlink_status(own, ec))) return own;
@@ -405,8 +438,8 @@ bool is_bundled_model(const std::string& path) {
 std::string calibration_write_path(const std::string& target_path, const std::string& drafter_path) {
   const std::string beside = calibration_path(drafter_path);
   const fs::path folder = fs::path(beside).has_parent_path() ? fs::path(beside).parent_path() : fs::path(".");
+  if (writes_beside(drafter_path)) return beside;
   const bool bundled = is_bundled_model(drafter_path);
-  if (!bundled && ::access(folder.c_str(), W_OK) == 0) return beside;
   const std::string why = bundled ? "the drafter is one of the bundled models, whose calibration ships with them"
                                   : "the drafter's folder " + folder.string() + " is not writable";
   const std::string own = user_calibration_path(target_path, drafter_path);
@@ -544,7 +577,8 @@ StepTimings calibration_timings_from_json(const json& j, const TimingSetup& setu
   // Measured while other programs were busy on the cores (measure_step_timings' disorder): it
   // planned the run that measured it; later runs time the models again (regression: one
   // disturbed table, cached, planned chains of 4 to 7 in every later run).
-  if (const json& d = json_member(j, "disorder"); !d.is_null() && (!d.is_number() || !(d.get<double>() <= kTimingNoiseRatio))) {
+  if (const json& d = json_member(j, "disorder");
+      !d.is_null() && (!d.is_number() || !(d.get<double>() >= 1.0 && d.get<double>() <= kTimingNoiseRatio))) {
     return t;
   }
   try {

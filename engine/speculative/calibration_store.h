@@ -191,8 +191,10 @@ std::string timing_cache_path(const std::string& target_path, const std::string&
 // folder or a model file cannot be read.
 std::string user_calibration_path(const std::string& target_path, const std::string& drafter_path);
 // The calibration a plan reads for the pair (draft model, block drafter or MTP head alike):
-// user_calibration_path when that file exists (the user measured this pair on this machine),
-// else calibration_path(drafter_path), the one beside the drafter (e.g. the bundled one).
+// where calibrate writes (calibration_write_path): beside a drafter of the user's own in a
+// writable folder; for a bundled or read-only one, user_calibration_path when that file exists
+// (the user measured this pair on this machine), else the one beside the drafter (e.g. the
+// bundled one).
 std::string calibration_read_path(const std::string& target_path, const std::string& drafter_path);
 // True when `path` names a file directly in bundled_models_dir() (the folders compared as
 // canonical paths; a symbolic link elsewhere to a bundled model is not one).

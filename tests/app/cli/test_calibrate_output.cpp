@@ -107,6 +107,18 @@ TEST_CASE("calibrate: beside a draft of the user's own, in the cache for a bundl
   CHECK(calibration_write_path(mt, md) == calibration_path(md));
   // The user's file is per pair: another target gets another one.
   CHECK(user_calibration_path(mt, bd) != user_calibration_path(bt, bd));
+  // A drafter of the user's own reads the calibration beside it even when the cache holds one
+  // for the same files (regression: a copy of the bundled pair calibrated in its own folder
+  // kept planning from the older cache file made for the bundled one).
+  const std::string cached = user_calibration_path(mt, md);
+  REQUIRE_FALSE(cached.empty());
+  fs::create_directories(fs::path(cached).parent_path());
+  std::ofstream(cached) << "{}";
+  CHECK(calibration_read_path(mt, md) == calibration_path(md));
+  std::ofstream(user_calibration_path(bt, bd)) << "{}";
+  CHECK(calibration_read_path(bt, bd) == user_calibration_path(bt, bd));
+  fs::remove(cached);
+  fs::remove(user_calibration_path(bt, bd));
   if (old) {
     ::setenv("SPECCHAT_MODELS", saved.c_str(), 1);
   } else {

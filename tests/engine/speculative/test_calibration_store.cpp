@@ -492,6 +492,30 @@ TEST_CASE("calibration store: another format version, a ranks count that disagre
     write_calibration_file(calibration_path(p.draft()), doc);
     CHECK(load_calibration(p.target(), p.draft(), one).rank_paths.size() == 2);
   }
+  SECTION("counts that disagree with the paths or with each other drop the paths") {
+    json doc = good;
+    doc["acceptance"]["positions"] = 4;  // the paths hold 5 ranks
+    write_calibration_file(calibration_path(p.draft()), doc);
+    c = load_calibration(p.target(), p.draft(), one);
+    CHECK(c.has_acceptance());
+    CHECK(c.rank_paths.empty());
+    doc["acceptance"]["positions"] = 6;  // hits 3 + 1 and 1 miss are 5
+    write_calibration_file(calibration_path(p.draft()), doc);
+    CHECK(load_calibration(p.target(), p.draft(), one).rank_paths.empty());
+    doc["acceptance"]["positions"] = 5;
+    doc["acceptance"]["hits"] = {3};  // cut: rank 1 can no longer be checked
+    write_calibration_file(calibration_path(p.draft()), doc);
+    CHECK(load_calibration(p.target(), p.draft(), one).rank_paths.empty());
+  }
+  SECTION("an empty acceptance vector says so") {
+    json doc = good;
+    doc["acceptance"]["ranks"] = 0;
+    doc["acceptance"]["accept_by_rank"] = json::array();
+    write_calibration_file(calibration_path(p.draft()), doc);
+    c = load_calibration(p.target(), p.draft(), one);
+    CHECK_FALSE(c.has_acceptance());
+    CHECK(c.problem.find("empty acceptance vector") != std::string::npos);
+  }
   SECTION("version 1.0 is version 1") {
     json doc = good;
     doc["version"] = 1.0;
@@ -499,6 +523,22 @@ TEST_CASE("calibration store: another format version, a ranks count that disagre
     CHECK(load_calibration(p.target(), p.draft(), one).has_acceptance());
   }
   SECTION("a broken calibration of the user's own gives way to the one beside the drafter, with a note") {
+    // The user's own file in the cache is read for bundled (or read-only) drafters only: make
+    // the scratch folder the bundled one.
+    const char* models = std::getenv("SPECCHAT_MODELS");
+    const std::string saved_models = models ? models : "";
+    ::setenv("SPECCHAT_MODELS", p.dir.c_str(), 1);
+    struct Restore {
+      bool had;
+      std::string value;
+      ~Restore() {
+        if (had) {
+          ::setenv("SPECCHAT_MODELS", value.c_str(), 1);
+        } else {
+          ::unsetenv("SPECCHAT_MODELS");
+        }
+      }
+    } restore{models != nullptr, saved_models};
     const std::string own = user_calibration_path(p.target(), p.draft());
     REQUIRE_FALSE(own.empty());
     fs::create_directories(fs::path(own).parent_path());

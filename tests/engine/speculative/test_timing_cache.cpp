@@ -189,7 +189,7 @@ TEST_CASE("timing cache: implausible, partial, hostile and odd cache files are n
   }
   {  // measured while other programs were busy (regression: one disturbed table, cached, planned
      // every later run): cached with its disorder, not planned from again; in order, it is
-    for (const double d : {kTimingNoiseRatio + 0.01, 1.6, std::numeric_limits<double>::quiet_NaN()}) {
+    for (const double d : {kTimingNoiseRatio + 0.01, 1.6, -1.0, 0.5, std::numeric_limits<double>::quiet_NaN()}) {
       nlohmann::json table = calibration_timings_json(linear_timings(1, 2, 3), one, 8, 1, d);
       if (std::isnan(d)) table["disorder"] = "1.0";  // not a number
       s.write_table(table);
