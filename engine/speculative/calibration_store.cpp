@@ -67,13 +67,11 @@ bool calibration_describes_file(const json& stored, const std::string& path) {
 
 namespace {
 
-// The acceptance vector of a calibration object; empty when absent or not a list of
-// probabilities (SequoiaPlanner's contract: finite, in [0, 1]) that sum to at most 1 (a[r] is
-// the share of positions whose target token was the draft's rank r: RankCounts), up to the
-// rounding of a written file.
-// acceptance.accept_by_rank of a calibration, empty with the reason in *why when it is not
-// usable: absent or malformed, more than 64 ranks, a value outside [0, 1], a sum above 1, or
-// another length than the file's own `ranks` count says.
+// The acceptance vector of a calibration object (acceptance.accept_by_rank): probabilities
+// (SequoiaPlanner's contract: finite, in [0, 1]) that sum to at most 1 up to the rounding of a
+// written file (a[r] is the share of positions whose target token was the draft's rank r:
+// RankCounts). Empty, with the reason in *why, when absent, empty, malformed, longer than 64
+// ranks, out of that contract, or of another length than the file's own `ranks` count says.
 std::vector<double> acceptance_of(const json& cal, std::string* why) {
   // `calibrate --ranks` counts at most 64 ranks; a longer vector was not written by it, and the
   // Sequoia tables grow with its length (a million ranks ran out of memory).
@@ -112,9 +110,10 @@ std::vector<double> acceptance_of(const json& cal, std::string* why) {
 // and misses, else a[r] × positions): calibrate records the rank of every position it counts
 // until kMaxRankPathRanks runs out, so the paths' number of each rank r (R = a miss) equals its
 // count when they hold every position, and is at most that count when they hold a prefix (a
-// hand-made file with neither counts nor positions is not checked). Paths that fail were edited or mixed from two files; planning from them would be
-// planning from a measurement that did not happen (a file of all-miss paths with a[0] = 0.86
-// switched speculation off).
+// hand-made file with neither counts nor positions is not checked). Counts out of shape or
+// disagreeing with each other fail too. Paths that fail were edited or mixed from two files;
+// planning from them would be planning from a measurement that did not happen (a file of
+// all-miss paths with a[0] = 0.86 switched speculation off).
 bool rank_paths_agree(const json& doc, const std::vector<std::vector<int8_t>>& paths, const std::vector<double>& a) {
   const json& acc = json_member(doc, "acceptance");
   const int R = static_cast<int>(a.size());
